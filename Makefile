@@ -1,0 +1,61 @@
+# dlock — the two commands that matter: `make demo` and `make test`.
+# Every target installs what it needs first (`make setup` is idempotent).
+
+PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config
+PG_BIN      := $(shell $(PG_CONFIG) --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+# The CLI must match the pgrx crate exactly: derive its version from the manifest.
+PGRX_VERSION := $(shell sed -n 's/^pgrx = "=\(.*\)"/\1/p' extension/Cargo.toml)
+BUILD       ?= $(CURDIR)/build
+CARGO       ?= cargo
+export PG_CONFIG PGRX_VERSION BUILD
+
+.PHONY: all setup build install demo test test-unit test-pg test-regress test-integration \
+        bench-sql fmt lint clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cd extension && $(CARGO) build --release
+
+# Installs dlock.so, dlock.control and dlock--<version>.sql into the PostgreSQL of $(PG_CONFIG).
+install: setup
+	cd extension && $(CARGO) pgrx install --release --pg-config $(PG_CONFIG)
+
+demo: install
+	@bash scripts/demo.sh
+
+test: test-unit test-pg test-regress test-integration
+	@echo "make test: all suites passed"
+
+# Plain Rust unit tests (no PostgreSQL needed).
+test-unit: setup
+	$(CARGO) test --workspace --exclude dlock-extension --lib
+
+# #[pg_test]s inside a pgrx-managed cluster, run as `postgres` (initdb refuses root).
+test-pg: setup
+	@bash scripts/pg-test.sh
+
+# pg_regress expected-output tests (sql/*.sql -> sql/expected/*.out) against a temp cluster.
+test-regress: install
+	@bash scripts/regress.sh
+
+# Multi-session integration tests (tests/) against a throwaway cluster they start themselves.
+test-integration: install
+	$(CARGO) test -p dlock-tests -- --test-threads=4
+
+bench-sql: install
+	@bash bench/sql.sh
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+clean:
+	rm -rf $(BUILD)
+	$(CARGO) clean

@@ -1,0 +1,162 @@
+//! The SQL functions of the contract: check arguments, run the operation, map errors. All are
+//! SECURITY DEFINER (they alone may touch `dlock_internal`) with a pinned `search_path`, so
+//! objects a caller creates in `public` or `pg_temp` can never be picked up in their place.
+
+use crate::args;
+use crate::error::{DlockError, OrRaise};
+use crate::guc;
+use crate::lease::{Caller, INFINITY};
+use crate::ops;
+use crate::role;
+use crate::wait;
+use pgrx::prelude::*;
+
+fn interval_micros(i: Option<Interval>) -> Option<i128> {
+    i.map(|i| i.as_micros())
+}
+
+fn timestamptz(t: i64) -> TimestampWithTimeZone {
+    if t == INFINITY {
+        TimestampWithTimeZone::positive_infinity()
+    } else {
+        // Every finite value we store came from the server clock plus a bounded ttl.
+        TimestampWithTimeZone::try_from(t).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity())
+    }
+}
+
+/// Takes the lease `key` for `owner`: returns its fence token, or NULL when another owner holds
+/// it and `wait` elapsed. `ttl NULL`: bound to this session. `wait NULL`: wait without limit.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn dlock_acquire(
+    key: Option<&str>,
+    owner: Option<&str>,
+    ttl: Option<Interval>,
+    wait: default!(Option<Interval>, "'0 seconds'"),
+) -> Option<i64> {
+    const F: &str = "dlock_acquire";
+    let key = args::key(key).or_raise(F);
+    let owner = args::owner(owner).or_raise(F);
+    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_secs()).or_raise(F);
+    let wait = args::wait(interval_micros(wait)).or_raise(F);
+    let caller = Caller { role: role::caller(), owner, admin: false };
+    wait::acquire(key, &caller, ttl, wait)
+}
+
+/// Extends the caller's live lease to now + `ttl`; returns the new expiry ('infinity' for a
+/// session-bound lease), or NULL when the caller does not hold it.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn dlock_renew(
+    key: Option<&str>,
+    owner: Option<&str>,
+    ttl: Option<Interval>,
+) -> Option<TimestampWithTimeZone> {
+    const F: &str = "dlock_renew";
+    let key = args::key(key).or_raise(F);
+    let owner = args::owner(owner).or_raise(F);
+    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_secs())
+        .or_raise(F)
+        .unwrap_or_else(|| DlockError::Arg(args::ArgError::Null("ttl")).raise(F));
+    ops::renew(key, owner, ttl).or_raise(F).map(timestamptz)
+}
+
+/// Gives back one hold of the caller's live lease; false when the caller does not hold it.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn dlock_release(key: Option<&str>, owner: Option<&str>) -> bool {
+    const F: &str = "dlock_release";
+    let key = args::key(key).or_raise(F);
+    let owner = args::owner(owner).or_raise(F);
+    ops::release(key, owner).or_raise(F)
+}
+
+/// Frees every live lease of `owner` taken by the caller's role (any role's for dlock_admin);
+/// returns how many keys were freed.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn dlock_release_all(owner: Option<&str>) -> i32 {
+    let owner = args::owner(owner).or_raise("dlock_release_all");
+    ops::release_all(owner)
+}
+
+/// Whether a live lease on `key` carries `fence`; while true, the key cannot change hands
+/// before the calling transaction ends (for fenced writes in the same database).
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn dlock_holds(key: Option<&str>, fence: Option<i64>) -> bool {
+    const F: &str = "dlock_holds";
+    let key = args::key(key).or_raise(F);
+    let fence = fence.unwrap_or_else(|| DlockError::Arg(args::ArgError::Null("fence")).raise(F));
+    ops::holds(key, fence)
+}
+
+/// Frees `key` whoever holds it (superusers and dlock_admin members only); logged.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn dlock_force_release(key: Option<&str>) -> bool {
+    const F: &str = "dlock_force_release";
+    let key = args::key(key).or_raise(F);
+    ops::force_release(key).or_raise(F)
+}
+
+#[pg_schema]
+mod dlock_internal {
+    use super::timestamptz;
+    use crate::current::{is_live, now};
+    use crate::keylock;
+    use crate::role;
+    use crate::spi;
+    use crate::store;
+    use pgrx::prelude::*;
+    use std::collections::HashMap;
+
+    /// The rows of the `dlock_locks` view: live leases, owners masked for other roles.
+    #[pg_extern(security_definer, volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, @extschema@, pg_temp)]
+    #[allow(clippy::type_complexity)]
+    fn locks() -> TableIterator<
+        'static,
+        (
+            name!(key, String),
+            name!(owner, Option<String>),
+            name!(fence, i64),
+            name!(hold_count, i32),
+            name!(acquired_at, TimestampWithTimeZone),
+            name!(expires_at, TimestampWithTimeZone),
+            name!(holder_pid, i32),
+            name!(holder_role, pg_sys::Oid),
+            name!(waiters, i32),
+        ),
+    > {
+        let viewer = role::caller();
+        let sees_all = role::is_admin(viewer);
+        let rows = spi::connect(|spi| {
+            // SAFETY: set in every backend running SQL.
+            let database = unsafe { pg_sys::MyDatabaseId };
+            let waiters: HashMap<u64, i32> =
+                store::waiters(spi, database, keylock::SPACE_WAITER).into_iter().collect();
+            let now = now();
+            store::all(spi)
+                .into_iter()
+                .filter(|(_, l)| is_live(l, now))
+                .map(|(key, l)| {
+                    let owner = (sees_all || l.role == viewer).then_some(l.owner);
+                    let waiting = waiters.get(&keylock::key_hash(&key)).copied().unwrap_or(0);
+                    (
+                        key,
+                        owner,
+                        l.fence,
+                        l.hold_count,
+                        timestamptz(l.acquired_at),
+                        timestamptz(l.expires_at),
+                        l.holder_pid,
+                        pg_sys::Oid::from(l.role),
+                        waiting,
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        TableIterator::new(rows)
+    }
+}

@@ -1,0 +1,113 @@
+//! Argument checks at the SQL edge. Pure Rust: every rejected call is rejected here,
+//! before any lock or row is touched, so a rejected call changes nothing.
+
+/// Longest key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// Longest owner accepted, in bytes.
+pub const MAX_OWNER_BYTES: usize = 256;
+
+/// A duration in microseconds, as PostgreSQL orders intervals (a month counts 30 days).
+pub type Micros = i64;
+
+/// Why an argument was refused; `error.rs` maps each to its SQLSTATE and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgError {
+    /// A required argument was NULL (22004).
+    Null(&'static str),
+    /// A text argument was empty (22023).
+    Empty(&'static str),
+    /// A text argument was longer than allowed (22023).
+    TooLong { arg: &'static str, len: usize, max: usize },
+    /// A ttl that is zero or negative (22023).
+    NotPositive(&'static str),
+    /// A ttl above `dlock.max_ttl` (22023).
+    AboveMax { arg: &'static str, max_secs: i64 },
+    /// A negative wait (22023).
+    Negative(&'static str),
+}
+
+/// A checked key or owner: non-NULL, non-empty, within its byte limit.
+pub fn text<'a>(arg: &'static str, value: Option<&'a str>, max: usize) -> Result<&'a str, ArgError> {
+    let value = value.ok_or(ArgError::Null(arg))?;
+    if value.is_empty() {
+        return Err(ArgError::Empty(arg));
+    }
+    if value.len() > max {
+        return Err(ArgError::TooLong { arg, len: value.len(), max });
+    }
+    Ok(value)
+}
+
+/// A checked lease key.
+pub fn key(value: Option<&str>) -> Result<&str, ArgError> {
+    text("key", value, MAX_KEY_BYTES)
+}
+
+/// A checked owner string.
+pub fn owner(value: Option<&str>) -> Result<&str, ArgError> {
+    text("owner", value, MAX_OWNER_BYTES)
+}
+
+/// A checked ttl: `None` (SQL NULL) means a session-bound lease; otherwise `0 < ttl ≤ max`.
+pub fn ttl(value: Option<i128>, max_secs: i64) -> Result<Option<Micros>, ArgError> {
+    let Some(us) = value else { return Ok(None) };
+    if us <= 0 {
+        return Err(ArgError::NotPositive("ttl"));
+    }
+    if us > i128::from(max_secs) * 1_000_000 {
+        return Err(ArgError::AboveMax { arg: "ttl", max_secs });
+    }
+    Ok(Some(us.min(i128::from(Micros::MAX)) as Micros))
+}
+
+/// A checked wait: `None` (SQL NULL) waits without limit; huge waits are clamped, never wrap.
+pub fn wait(value: Option<i128>) -> Result<Option<Micros>, ArgError> {
+    let Some(us) = value else { return Ok(None) };
+    if us < 0 {
+        return Err(ArgError::Negative("wait"));
+    }
+    Ok(Some(us.min(i128::from(Micros::MAX)) as Micros))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_key_and_owner_are_refused_as_null() {
+        assert_eq!(key(None), Err(ArgError::Null("key")));
+        assert_eq!(owner(None), Err(ArgError::Null("owner")));
+    }
+
+    #[test]
+    fn empty_and_oversized_text_is_refused() {
+        assert_eq!(key(Some("")), Err(ArgError::Empty("key")));
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        assert_eq!(
+            key(Some(&long)),
+            Err(ArgError::TooLong { arg: "key", len: MAX_KEY_BYTES + 1, max: MAX_KEY_BYTES })
+        );
+        assert!(key(Some(&long[..MAX_KEY_BYTES])).is_ok());
+        // Limits are bytes, not characters.
+        let wide = "é".repeat(MAX_OWNER_BYTES / 2 + 1);
+        assert!(matches!(owner(Some(&wide)), Err(ArgError::TooLong { .. })));
+    }
+
+    #[test]
+    fn ttl_must_be_positive_and_within_max() {
+        assert_eq!(ttl(None, 10), Ok(None));
+        assert_eq!(ttl(Some(0), 10), Err(ArgError::NotPositive("ttl")));
+        assert_eq!(ttl(Some(-1), 10), Err(ArgError::NotPositive("ttl")));
+        assert_eq!(ttl(Some(10_000_000), 10), Ok(Some(10_000_000)));
+        assert_eq!(ttl(Some(10_000_001), 10), Err(ArgError::AboveMax { arg: "ttl", max_secs: 10 }));
+        assert_eq!(ttl(Some(i128::from(i64::MAX) * 2), i64::MAX), Ok(Some(i64::MAX)));
+    }
+
+    #[test]
+    fn wait_is_never_negative_and_huge_waits_clamp() {
+        assert_eq!(wait(None), Ok(None));
+        assert_eq!(wait(Some(0)), Ok(Some(0)));
+        assert_eq!(wait(Some(-1)), Err(ArgError::Negative("wait")));
+        assert_eq!(wait(Some(i128::MAX)), Ok(Some(Micros::MAX)));
+    }
+}

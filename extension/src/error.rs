@@ -1,0 +1,92 @@
+//! Every error dlock raises, with its SQLSTATE, a message that names the argument, and a hint
+//! where one helps. Raised as PostgreSQL errors, never as panics (no XX000 on user input).
+
+use crate::args::ArgError;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+/// A refused call.
+#[derive(Debug)]
+pub enum DlockError {
+    /// Bad argument (22004 / 22023).
+    Arg(ArgError),
+    /// The right owner string presented by another role (42501).
+    ForeignRole { action: &'static str },
+    /// A function for `dlock_admin` members called by someone else (42501).
+    NotAdmin { function: &'static str },
+}
+
+impl From<ArgError> for DlockError {
+    fn from(e: ArgError) -> Self {
+        DlockError::Arg(e)
+    }
+}
+
+impl DlockError {
+    fn parts(&self) -> (PgSqlErrorCode, String, Option<String>) {
+        use PgSqlErrorCode::*;
+        match self {
+            DlockError::Arg(ArgError::Null(arg)) => (
+                ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                format!("dlock: {arg} must not be NULL"),
+                (*arg == "ttl")
+                    .then(|| "A session-bound lease (acquired with ttl NULL) needs no renewal.".into()),
+            ),
+            DlockError::Arg(ArgError::Empty(arg)) => {
+                (ERRCODE_INVALID_PARAMETER_VALUE, format!("dlock: {arg} must not be empty"), None)
+            }
+            DlockError::Arg(ArgError::TooLong { arg, len, max }) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("dlock: {arg} is {len} bytes long, the limit is {max} bytes"),
+                (*arg == "key").then(|| "Hash long names on the client, e.g. with sha256.".into()),
+            ),
+            DlockError::Arg(ArgError::NotPositive(arg)) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("dlock: {arg} must be positive"),
+                Some("Use ttl => NULL for a lease bound to this session.".into()),
+            ),
+            DlockError::Arg(ArgError::AboveMax { arg, max_secs }) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("dlock: {arg} exceeds dlock.max_ttl ({max_secs}s)"),
+                Some("Renew the lease before it runs out, or have a superuser raise dlock.max_ttl.".into()),
+            ),
+            DlockError::Arg(ArgError::Negative(arg)) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("dlock: {arg} must not be negative"),
+                Some("Use wait => '0' to try once, or wait => NULL to wait without limit.".into()),
+            ),
+            DlockError::ForeignRole { action } => (
+                ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("dlock: permission denied to {action} a lease taken by another role"),
+                Some("A lease can be renewed or released only by the role that took it, or by a member of dlock_admin.".into()),
+            ),
+            DlockError::NotAdmin { function } => (
+                ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("dlock: permission denied for {function}"),
+                Some("Only superusers and members of role dlock_admin may call it.".into()),
+            ),
+        }
+    }
+
+    /// Raises this error in PostgreSQL; the current transaction aborts.
+    pub fn raise(self, function: &'static str) -> ! {
+        let (code, message, hint) = self.parts();
+        let mut report = ErrorReport::new(code, message, function);
+        if let Some(hint) = hint {
+            report = report.set_hint(hint);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("ereport(ERROR) returned")
+    }
+}
+
+/// Unwraps a checked argument or raises its error.
+pub trait OrRaise<T> {
+    fn or_raise(self, function: &'static str) -> T;
+}
+
+impl<T, E: Into<DlockError>> OrRaise<T> for Result<T, E> {
+    fn or_raise(self, function: &'static str) -> T {
+        self.unwrap_or_else(|e| e.into().raise(function))
+    }
+}

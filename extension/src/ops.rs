@@ -1,0 +1,217 @@
+//! The operations behind the SQL functions, on checked arguments: take the key lock, read the
+//! row, let `lease.rs` decide, write. A key lock is given back at once when nothing changed, so
+//! only a transaction that *changed* a key keeps it busy for others until it ends.
+
+use crate::args::Micros;
+use crate::current::{classify, is_live, my_pid, now};
+use crate::error::DlockError;
+use crate::keylock::{self, key_hash};
+use crate::lease::{self, Acquire, Caller, Current, INFINITY, Release, Renew, Timestamp};
+use crate::role;
+use crate::session;
+use crate::spi;
+use crate::store;
+use crate::sweep;
+use pgrx::pg_sys;
+
+/// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise
+/// `Err(until)` with when the holder's TTL runs out (`None`: no TTL), key lock given back.
+pub fn try_acquire(
+    key: &str,
+    hash: u64,
+    caller: &Caller,
+    ttl: Option<Micros>,
+) -> Result<i64, Option<Timestamp>> {
+    spi::connect(|spi| {
+        let now = now();
+        let row = store::read(spi, key);
+        match lease::acquire(classify(row.as_ref(), now), caller, ttl, now) {
+            Acquire::Grant { replaces_row, expires_at } => {
+                let fence = store::grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid());
+                if ttl.is_none() {
+                    session::bind(fence);
+                }
+                if !replaces_row {
+                    sweep::after_insert(spi, now);
+                }
+                Ok(fence)
+            }
+            Acquire::Reenter { fence, expires_at, bind_session } => {
+                let holder = row.as_ref().map_or(my_pid(), |l| l.holder_pid);
+                store::reenter(spi, key, expires_at, if bind_session { my_pid() } else { holder });
+                if bind_session {
+                    session::bind(fence);
+                }
+                Ok(fence)
+            }
+            Acquire::Busy { until } => {
+                keylock::unlock_key(hash);
+                Err(until)
+            }
+        }
+    })
+}
+
+/// The caller of renew/release-like calls, admin standing included.
+fn caller(owner: &str) -> Caller<'_> {
+    let role = role::caller();
+    Caller { role, owner, admin: role::is_admin(role) }
+}
+
+/// `dlock_renew`: the new `expires_at`, `INFINITY` for a session-bound lease, `None` if not held.
+pub fn renew(key: &str, owner: &str, ttl: Micros) -> Result<Option<Timestamp>, DlockError> {
+    let caller = caller(owner);
+    let hash = key_hash(key);
+    keylock::lock_key(hash);
+    spi::connect(|spi| {
+        let now = now();
+        let row = store::read(spi, key);
+        match lease::renew(classify(row.as_ref(), now), &caller, ttl, now) {
+            Renew::Extend(expires_at) => {
+                store::set_expiry(spi, key, expires_at);
+                Ok(Some(expires_at))
+            }
+            unchanged => {
+                keylock::unlock_key(hash);
+                match unchanged {
+                    Renew::SessionBound => Ok(Some(INFINITY)),
+                    Renew::Forbidden => Err(DlockError::ForeignRole { action: "renew" }),
+                    _ => Ok(None),
+                }
+            }
+        }
+    })
+}
+
+/// `dlock_release`: whether the caller held the lease (one hold given back).
+pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
+    let caller = caller(owner);
+    let hash = key_hash(key);
+    keylock::lock_key(hash);
+    spi::connect(|spi| {
+        let now = now();
+        let row = store::read(spi, key);
+        match lease::release(classify(row.as_ref(), now), &caller) {
+            Release::Decrement => {
+                relax_commit();
+                store::decrement(spi, key);
+                Ok(true)
+            }
+            Release::Free => {
+                relax_commit();
+                free(spi, key, row.as_ref().map(|l| l.fence));
+                Ok(true)
+            }
+            Release::NotHeld => {
+                keylock::unlock_key(hash);
+                Ok(false)
+            }
+            Release::Forbidden => Err(DlockError::ForeignRole { action: "release" }),
+        }
+    })
+}
+
+/// `dlock_release_all`: frees every live lease of `owner` (of the caller's role unless admin).
+pub fn release_all(owner: &str) -> i32 {
+    let caller = caller(owner);
+    let role_filter = (!caller.admin).then_some(caller.role);
+    spi::connect(|spi| {
+        relax_commit();
+        let mut freed = 0;
+        // Key order: two release_all calls lock their keys in the same order.
+        for key in store::keys_of_owner(spi, owner, role_filter) {
+            let hash = key_hash(&key);
+            keylock::lock_key(hash);
+            let now = now();
+            match store::read(spi, &key) {
+                Some(l)
+                    if l.owner == owner && role_filter.is_none_or(|r| r == l.role) && is_live(&l, now) =>
+                {
+                    free(spi, &key, Some(l.fence));
+                    freed += 1;
+                }
+                _ => keylock::unlock_key(hash),
+            }
+        }
+        freed
+    })
+}
+
+/// `dlock_holds`: whether a live lease on `key` carries `fence`. When it does, the key stays
+/// share-locked until the caller's transaction ends, so it cannot change hands before a fenced
+/// write in the same transaction commits.
+pub fn holds(key: &str, fence: i64) -> bool {
+    let hash = key_hash(key);
+    keylock::share_key(hash);
+    let held =
+        spi::connect(|spi| store::read(spi, key).is_some_and(|l| l.fence == fence && is_live(&l, now())));
+    if !held {
+        keylock::unshare_key(hash);
+    }
+    held
+}
+
+/// `dlock_force_release`: frees the key whoever holds it; admins only.
+pub fn force_release(key: &str) -> Result<bool, DlockError> {
+    let role = role::caller();
+    if !role::is_admin(role) {
+        return Err(DlockError::NotAdmin { function: "dlock_force_release" });
+    }
+    let hash = key_hash(key);
+    keylock::lock_key(hash);
+    spi::connect(|spi| {
+        let now = now();
+        let row = store::read(spi, key);
+        match classify(row.as_ref(), now) {
+            Current::Live(l) => {
+                pgrx::log!(
+                    "dlock: key {key:?} force-released by {} (owner {:?}, fence {}, role {})",
+                    role::name(role),
+                    l.owner,
+                    l.fence,
+                    role::name(l.role)
+                );
+                relax_commit();
+                free(spi, key, Some(l.fence));
+                Ok(true)
+            }
+            _ => {
+                keylock::unlock_key(hash);
+                Ok(false)
+            }
+        }
+    })
+}
+
+/// Deletes the row of a released key, and unbinds it from this session at commit if bound here.
+fn free(spi: &spi::Spi, key: &str, fence: Option<i64>) {
+    store::delete(spi, key);
+    if let Some(fence) = fence.filter(|f| session::is_bound_here(*f)) {
+        session::unbind_at_commit(fence);
+    }
+}
+
+/// A release needs no durable commit: if a crash loses it, the lease merely lives on until its
+/// TTL (a session-bound one dies with the crash anyway), and whoever acquires the key next
+/// commits durably after it in the WAL. So a release that is the whole transaction (autocommit,
+/// nothing written before) commits asynchronously; inside an explicit transaction the caller's
+/// durability setting stands.
+fn relax_commit() {
+    // SAFETY: plain reads of transaction state, and a transaction-local GUC change.
+    unsafe {
+        if pg_sys::IsTransactionBlock() || pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId
+        {
+            return;
+        }
+        pg_sys::set_config_option(
+            c"synchronous_commit".as_ptr(),
+            c"off".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_LOCAL,
+            true,
+            0,
+            false,
+        );
+    }
+}

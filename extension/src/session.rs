@@ -1,0 +1,147 @@
+//! Session-bound leases (`ttl NULL`) of this backend, kept in step with transactions.
+//!
+//! Binding a lease takes a session-scoped lock at once (others must see the binding the moment
+//! the grant commits), but the grant itself may still roll back; unbinding must only happen
+//! once the release has committed. So binds and unbinds are *pending* until the transaction
+//! (or subtransaction) that made them ends, and the callbacks below settle them.
+
+use crate::keylock;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashSet;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Bind,
+    Unbind,
+}
+
+struct Pending {
+    fence: i64,
+    change: Change,
+    subxact: pg_sys::SubTransactionId,
+}
+
+#[derive(Default)]
+struct State {
+    /// Fences of committed session-bound leases held by this session.
+    bound: HashSet<i64>,
+    /// Changes of the open transaction, in order.
+    pending: Vec<Pending>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+fn current_subxact() -> pg_sys::SubTransactionId {
+    // SAFETY: called inside a transaction.
+    unsafe { pg_sys::GetCurrentSubTransactionId() }
+}
+
+/// Binds a just-granted lease to this session (undone if the transaction rolls back).
+pub fn bind(fence: i64) {
+    keylock::bind(fence);
+    STATE.with(|s| {
+        s.borrow_mut().pending.push(Pending { fence, change: Change::Bind, subxact: current_subxact() })
+    });
+}
+
+/// Unbinds a released lease from this session when the transaction commits.
+pub fn unbind_at_commit(fence: i64) {
+    STATE.with(|s| {
+        s.borrow_mut().pending.push(Pending { fence, change: Change::Unbind, subxact: current_subxact() })
+    });
+}
+
+/// Whether this session holds the binding of `fence` (committed, or made in this transaction).
+pub fn is_bound_here(fence: i64) -> bool {
+    STATE.with(|s| {
+        let s = s.borrow();
+        s.bound.contains(&fence) || s.pending.iter().any(|p| p.fence == fence && p.change == Change::Bind)
+    })
+}
+
+/// Whether the session a session-bound lease belongs to is still there.
+pub fn holder_alive(fence: i64) -> bool {
+    is_bound_here(fence) || keylock::bound_elsewhere(fence)
+}
+
+fn has_pending() -> bool {
+    STATE.with(|s| !s.borrow().pending.is_empty())
+}
+
+fn settle(commit: bool) {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        for p in std::mem::take(&mut s.pending) {
+            match (p.change, commit) {
+                (Change::Bind, true) => {
+                    s.bound.insert(p.fence);
+                }
+                (Change::Bind, false) => keylock::unbind(p.fence),
+                (Change::Unbind, true) => {
+                    if s.bound.remove(&p.fence) {
+                        keylock::unbind(p.fence);
+                    }
+                }
+                (Change::Unbind, false) => {}
+            }
+        }
+    });
+}
+
+fn settle_subxact(commit: bool, sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId) {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let pending = std::mem::take(&mut s.pending);
+        for mut p in pending {
+            if p.subxact != sub {
+                s.pending.push(p);
+            } else if commit {
+                p.subxact = parent;
+                s.pending.push(p);
+            } else if p.change == Change::Bind {
+                keylock::unbind(p.fence);
+            }
+        }
+    });
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => settle(true),
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => settle(false),
+        // A prepared transaction would outlive this session, a session-bound lease cannot.
+        XACT_EVENT_PRE_PREPARE if has_pending() => pgrx::error!(
+            "dlock: cannot PREPARE a transaction that acquired or released a session-bound lease"
+        ),
+        _ => {}
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    sub: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => settle_subxact(true, sub, parent),
+        SUBXACT_EVENT_ABORT_SUB => settle_subxact(false, sub, parent),
+        _ => {}
+    }
+}
+
+/// Registers the transaction callbacks; called once from `_PG_init`.
+pub fn register_callbacks() {
+    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
+    }
+}

@@ -1,0 +1,169 @@
+//! The lease table, `dlock_internal.lease`: every statement dlock runs against it. Callers hold
+//! the key lock of any key they change, so no two transactions ever write the same row at once.
+
+use crate::lease::{Lease, Timestamp};
+use crate::spi::{self, Spi, Statement, arg};
+use pgrx::pg_sys::{self, Oid};
+
+const TEXT: Oid = pg_sys::TEXTOID;
+const OID: Oid = pg_sys::OIDOID;
+const INT4: Oid = pg_sys::INT4OID;
+const INT8: Oid = pg_sys::INT8OID;
+const TSTZ: Oid = pg_sys::TIMESTAMPTZOID;
+
+static READ: Statement = Statement {
+    sql: "SELECT owner, role, fence, hold_count, acquired_at, expires_at, holder_pid \
+          FROM dlock_internal.lease WHERE key = $1",
+    args: &[TEXT],
+};
+
+// One statement for a new key and for taking over a dead row; the fence comes from a
+// WAL-logged sequence, so it only ever grows, across crashes, restarts and failover.
+static GRANT: Statement = Statement {
+    sql: "INSERT INTO dlock_internal.lease AS l \
+            (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
+          VALUES ($1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6) \
+          ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, role = excluded.role, \
+            fence = excluded.fence, hold_count = 1, acquired_at = excluded.acquired_at, \
+            expires_at = excluded.expires_at, holder_pid = excluded.holder_pid \
+          RETURNING l.fence",
+    args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4],
+};
+
+static REENTER: Statement = Statement {
+    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count + 1, expires_at = $2, holder_pid = $3 \
+          WHERE key = $1",
+    args: &[TEXT, TSTZ, INT4],
+};
+
+static SET_EXPIRY: Statement =
+    Statement { sql: "UPDATE dlock_internal.lease SET expires_at = $2 WHERE key = $1", args: &[TEXT, TSTZ] };
+
+static DECREMENT: Statement = Statement {
+    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count - 1 WHERE key = $1",
+    args: &[TEXT],
+};
+
+static DELETE: Statement =
+    Statement { sql: "DELETE FROM dlock_internal.lease WHERE key = $1", args: &[TEXT] };
+
+static KEYS_OF_OWNER: Statement = Statement {
+    sql: "SELECT key FROM dlock_internal.lease WHERE owner = $1 AND ($2 IS NULL OR role = $2) ORDER BY key",
+    args: &[TEXT, OID],
+};
+
+static EXPIRED_KEYS: Statement = Statement {
+    sql: "SELECT key FROM dlock_internal.lease WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2",
+    args: &[TSTZ, INT8],
+};
+
+// The partial index on session-bound rows makes this a short scan from `$1` on.
+static SESSION_BOUND_KEYS: Statement = Statement {
+    sql: "SELECT key, fence FROM dlock_internal.lease \
+          WHERE expires_at = 'infinity' AND key > $1 ORDER BY key LIMIT $2",
+    args: &[TEXT, INT8],
+};
+
+static ALL: Statement = Statement {
+    sql: "SELECT key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid \
+          FROM dlock_internal.lease ORDER BY key",
+    args: &[],
+};
+
+static WAITERS: Statement = Statement {
+    sql: "SELECT (classid::pg_catalog.int8 << 32) | objid::pg_catalog.int8, pg_catalog.count(*)::pg_catalog.int4 \
+          FROM pg_catalog.pg_locks \
+          WHERE locktype = 'advisory' AND database = $1 AND objsubid = $2 AND granted GROUP BY 1",
+    args: &[OID, pg_sys::INT2OID],
+};
+
+fn lease_from(row: &spi::Row, first: i32) -> Lease {
+    let col = |i: i32| first + i;
+    Lease {
+        owner: row.get(col(0)).unwrap_or_default(),
+        role: row.get::<Oid>(col(1)).map(|o| o.to_u32()).unwrap_or_default(),
+        fence: row.get(col(2)).unwrap_or_default(),
+        hold_count: row.get(col(3)).unwrap_or_default(),
+        acquired_at: row.get(col(4)).unwrap_or_default(),
+        expires_at: row.get(col(5)).unwrap_or_default(),
+        holder_pid: row.get(col(6)).unwrap_or_default(),
+    }
+}
+
+/// The row of `key`, if any.
+pub fn read(spi: &Spi, key: &str) -> Option<Lease> {
+    spi.query(&READ, &[arg(key)], |row| lease_from(row, 1)).pop()
+}
+
+/// Writes a new lease for `key` (inserting or replacing a dead row); returns its fence.
+pub fn grant(
+    spi: &Spi,
+    key: &str,
+    owner: &str,
+    role: u32,
+    now: Timestamp,
+    expires_at: Timestamp,
+    pid: i32,
+) -> i64 {
+    let args = [arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(expires_at), arg(pid)];
+    spi.query(&GRANT, &args, |row| row.get::<i64>(1))
+        .pop()
+        .flatten()
+        .expect("INSERT .. RETURNING gave a fence")
+}
+
+/// One more hold of a lease by its holder.
+pub fn reenter(spi: &Spi, key: &str, expires_at: Timestamp, pid: i32) {
+    spi.execute(&REENTER, &[arg(key), arg(expires_at), arg(pid)]);
+}
+
+/// Sets the expiry of a lease.
+pub fn set_expiry(spi: &Spi, key: &str, expires_at: Timestamp) {
+    spi.execute(&SET_EXPIRY, &[arg(key), arg(expires_at)]);
+}
+
+/// One hold fewer.
+pub fn decrement(spi: &Spi, key: &str) {
+    spi.execute(&DECREMENT, &[arg(key)]);
+}
+
+/// Removes the row of `key`.
+pub fn delete(spi: &Spi, key: &str) {
+    spi.execute(&DELETE, &[arg(key)]);
+}
+
+/// Keys with a row for `owner`, of `role` only unless `None` (admins), in key order.
+pub fn keys_of_owner(spi: &Spi, owner: &str, role: Option<u32>) -> Vec<String> {
+    let role = role.map(Oid::from);
+    spi.query(&KEYS_OF_OWNER, &[arg(owner), arg(role)], |row| row.get::<String>(1))
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Up to `limit` keys whose TTL ran out by `now`, oldest first.
+pub fn expired_keys(spi: &Spi, now: Timestamp, limit: i64) -> Vec<String> {
+    spi.query(&EXPIRED_KEYS, &[arg(now), arg(limit)], |row| row.get::<String>(1))
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Up to `limit` session-bound keys after `after` in key order, with their fences.
+pub fn session_bound_keys(spi: &Spi, after: &str, limit: i64) -> Vec<(String, i64)> {
+    spi.query(&SESSION_BOUND_KEYS, &[arg(after), arg(limit)], |row| {
+        (row.get::<String>(1).unwrap_or_default(), row.get::<i64>(2).unwrap_or_default())
+    })
+}
+
+/// Every row, in key order.
+pub fn all(spi: &Spi) -> Vec<(String, Lease)> {
+    spi.query(&ALL, &[], |row| (row.get::<String>(1).unwrap_or_default(), lease_from(row, 2)))
+}
+
+/// Waiting sessions per key hash in this database (from their waiter marks in `pg_locks`).
+pub fn waiters(spi: &Spi, database: Oid, space: u16) -> Vec<(u64, i32)> {
+    spi.query(&WAITERS, &[arg(database), arg(space as i16)], |row| {
+        (row.get::<i64>(1).unwrap_or_default() as u64, row.get::<i32>(2).unwrap_or_default())
+    })
+}

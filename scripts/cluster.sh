@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 cluster for the demo, pg_regress, benchmarks and tests.
+#
+#   scripts/cluster.sh start DIR [postgresql.conf lines...]   initdb (if new) and start
+#   scripts/cluster.sh stop DIR [fast|immediate]                stop
+#   scripts/cluster.sh env DIR                                  print PGHOST/PGPORT/PGUSER exports
+#
+# The cluster lives in DIR, listens on a unix socket in DIR and on 127.0.0.1 at a free port,
+# and runs as the `postgres` user when we are root (initdb refuses root).
+set -euo pipefail
+
+PG_BIN=${PG_BIN:-$(/usr/lib/postgresql/15/bin/pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
+cmd=${1:?usage: cluster.sh start|stop|env DIR}
+dir=${2:?usage: cluster.sh start|stop|env DIR}
+shift 2
+
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+case "$cmd" in
+start)
+  mkdir -p "$dir"
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres: "$dir"
+    # A clone under a private directory (mktemp -d is 0700) is out of reach for `postgres`:
+    # keep the cluster in /tmp then, behind a symlink at DIR.
+    if ! runuser -u postgres -- test -w "$dir"; then
+      real=$(mktemp -d /tmp/dlock-cluster.XXXXXX)
+      chown postgres: "$real"
+      rmdir "$dir" 2>/dev/null || rm -rf "$dir"
+      ln -s "$real" "$dir"
+    fi
+  fi
+  dir=$(readlink -f "$dir")
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_owner "$PG_BIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
+    port=$(free_port)
+    {
+      echo "listen_addresses = '127.0.0.1'"
+      echo "port = $port"
+      echo "unix_socket_directories = '$dir'"
+      echo "max_connections = 200"
+      echo "shared_buffers = 256MB"
+      echo "logging_collector = off"
+      echo "log_min_messages = warning"
+      for line in "$@"; do echo "$line"; done
+    } >>"$dir/data/postgresql.conf"
+  fi
+  if ! as_owner "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+  fi
+  "$0" env "$dir"
+  ;;
+stop)
+  mode=${1:-fast}
+  dir=$(readlink -f "$dir")
+  if [ -f "$dir/data/postmaster.pid" ]; then
+    as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
+  fi
+  ;;
+env)
+  dir=$(readlink -f "$dir")
+  port=$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$dir/data/postgresql.conf" | tail -n 1)
+  echo "export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres"
+  ;;
+*)
+  echo "unknown command: $cmd" >&2
+  exit 2
+  ;;
+esac
