@@ -59,8 +59,8 @@ pub enum Current<'a> {
 /// What `dlock_acquire` does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
-    /// A new lease with a fresh fence; `replaces_row` when a dead row is taken over.
-    Grant { replaces_row: bool, expires_at: Timestamp },
+    /// A new lease with a fresh fence (inserted, or replacing a dead row).
+    Grant { expires_at: Timestamp },
     /// The holder again: same fence, one more hold; `bind_session` when a TTL lease becomes
     /// session-bound (reentered with `ttl NULL`) and must be tied to the caller's session.
     Reenter { fence: i64, expires_at: Timestamp, bind_session: bool },
@@ -124,8 +124,7 @@ fn standing(lease: &Lease, caller: &Caller) -> Standing {
 pub fn acquire(current: Current, caller: &Caller, ttl: Option<Micros>, now: Timestamp) -> Acquire {
     let expires_at = expiry(now, ttl);
     match current {
-        Current::Free => Acquire::Grant { replaces_row: false, expires_at },
-        Current::Dead => Acquire::Grant { replaces_row: true, expires_at },
+        Current::Free | Current::Dead => Acquire::Grant { expires_at },
         Current::Live(lease) if lease.owner == caller.owner && lease.role == caller.role => {
             Acquire::Reenter {
                 fence: lease.fence,
@@ -190,14 +189,13 @@ mod tests {
     #[test]
     fn free_key_is_granted_with_server_side_expiry() {
         let got = acquire(Current::Free, &caller("a", 1), Some(5), NOW);
-        assert_eq!(got, Acquire::Grant { replaces_row: false, expires_at: NOW + 5 });
+        assert_eq!(got, Acquire::Grant { expires_at: NOW + 5 });
     }
 
     #[test]
     fn dead_lease_is_taken_over() {
-        let old = lease("a", 1, NOW);
         let got = acquire(Current::Dead, &caller("b", 1), None, NOW);
-        assert_eq!(got, Acquire::Grant { replaces_row: true, expires_at: INFINITY });
+        assert_eq!(got, Acquire::Grant { expires_at: INFINITY });
     }
 
     #[test]

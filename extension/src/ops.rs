@@ -16,24 +16,30 @@ use pgrx::pg_sys;
 
 /// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise
 /// `Err(until)` with when the holder's TTL runs out (`None`: no TTL), key lock given back.
+/// `optimistic` first tries the one-statement grant (right for a first attempt, when the key is
+/// usually free); waiters re-trying a busy key read first.
 pub fn try_acquire(
     key: &str,
     hash: u64,
     caller: &Caller,
     ttl: Option<Micros>,
+    optimistic: bool,
 ) -> Result<i64, Option<Timestamp>> {
     spi::connect(|spi| {
         let now = now();
+        let expires_at = lease::expiry(now, ttl);
+        if optimistic
+            && let Some(fence) =
+                store::try_grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid())
+        {
+            granted(spi, fence, ttl, now);
+            return Ok(fence);
+        }
         let row = store::read(spi, key);
         match lease::acquire(classify(row.as_ref(), now), caller, ttl, now) {
-            Acquire::Grant { replaces_row, expires_at } => {
+            Acquire::Grant { .. } => {
                 let fence = store::grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid());
-                if ttl.is_none() {
-                    session::bind(fence);
-                }
-                if !replaces_row {
-                    sweep::after_insert(spi, now);
-                }
+                granted(spi, fence, ttl, now);
                 Ok(fence)
             }
             Acquire::Reenter { fence, expires_at, bind_session } => {
@@ -50,6 +56,15 @@ pub fn try_acquire(
             }
         }
     })
+}
+
+/// After a new lease was written: bind it to the session if it is session-bound, and do our
+/// share of keeping the table small.
+fn granted(spi: &spi::Spi, fence: i64, ttl: Option<Micros>, now: Timestamp) {
+    if ttl.is_none() {
+        session::bind(fence);
+    }
+    sweep::after_grant(spi, now);
 }
 
 /// The caller of renew/release-like calls, admin standing included.
@@ -90,15 +105,17 @@ pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
     keylock::lock_key(hash);
     spi::connect(|spi| {
         let now = now();
+        relax_commit();
+        if store::release_last_hold(spi, key, owner, caller.role, now) {
+            return Ok(true);
+        }
         let row = store::read(spi, key);
         match lease::release(classify(row.as_ref(), now), &caller) {
             Release::Decrement => {
-                relax_commit();
                 store::decrement(spi, key);
                 Ok(true)
             }
             Release::Free => {
-                relax_commit();
                 free(spi, key, row.as_ref().map(|l| l.fence));
                 Ok(true)
             }

@@ -30,6 +30,29 @@ static GRANT: Statement = Statement {
     args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4],
 };
 
+// The common case in one statement: a free key, or one whose TTL ran out by $4, is granted at
+// once. A conflict with a live (or session-bound) row returns nothing and the caller reads the
+// row to decide. (The fence sequence advances even then: fences need only grow, not be dense.)
+static TRY_GRANT: Statement = Statement {
+    sql: "INSERT INTO dlock_internal.lease AS l \
+            (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
+          VALUES ($1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6) \
+          ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, role = excluded.role, \
+            fence = excluded.fence, hold_count = 1, acquired_at = excluded.acquired_at, \
+            expires_at = excluded.expires_at, holder_pid = excluded.holder_pid \
+          WHERE l.expires_at <= excluded.acquired_at \
+          RETURNING l.fence",
+    args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4],
+};
+
+// The common release in one statement: the last hold of a live TTL lease by its own role.
+static RELEASE_LAST_HOLD: Statement = Statement {
+    sql: "DELETE FROM dlock_internal.lease \
+          WHERE key = $1 AND owner = $2 AND role = $3 AND hold_count = 1 \
+            AND expires_at > $4 AND expires_at < 'infinity'",
+    args: &[TEXT, TEXT, OID, TSTZ],
+};
+
 static REENTER: Statement = Statement {
     sql: "UPDATE dlock_internal.lease SET hold_count = hold_count + 1, expires_at = $2, holder_pid = $3 \
           WHERE key = $1",
@@ -110,6 +133,25 @@ pub fn grant(
         .pop()
         .flatten()
         .expect("INSERT .. RETURNING gave a fence")
+}
+
+/// Grants `key` if it is free or its TTL ran out by `now`; the fence, or `None` on a live row.
+pub fn try_grant(
+    spi: &Spi,
+    key: &str,
+    owner: &str,
+    role: u32,
+    now: Timestamp,
+    expires_at: Timestamp,
+    pid: i32,
+) -> Option<i64> {
+    let args = [arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(expires_at), arg(pid)];
+    spi.query(&TRY_GRANT, &args, |row| row.get::<i64>(1)).pop().flatten()
+}
+
+/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
+pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> bool {
+    spi.execute(&RELEASE_LAST_HOLD, &[arg(key), arg(owner), arg(Oid::from(role)), arg(now)]) == 1
 }
 
 /// One more hold of a lease by its holder.

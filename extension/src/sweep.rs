@@ -1,7 +1,7 @@
 //! Keeps the lease table small. Released leases are deleted on release; what remains are leases
-//! that ran out and session-bound leases whose session ended without releasing. Each acquire
-//! that inserts a new key reaps a few of those, so dead rows can never outgrow the inserts
-//! that created them, and no background worker is needed.
+//! that ran out and session-bound leases whose session ended without releasing. Grants reap
+//! a few of those as they go (four per grant on average), so dead rows can never outgrow the
+//! grants that created them, and no background worker is needed.
 
 use crate::current::{classify, now};
 use crate::keylock;
@@ -9,30 +9,33 @@ use crate::lease::{Current, Timestamp};
 use crate::session;
 use crate::spi::Spi;
 use crate::store;
-use std::cell::{Cell, RefCell};
+use pgrx::pg_sys;
+use std::cell::RefCell;
 
-/// Expired rows reaped per new key: more than one, so a backlog shrinks.
-const EXPIRED_PER_INSERT: i64 = 4;
-/// Every this many new keys, look at a batch of session-bound rows for dead sessions.
-const SESSION_SCAN_EVERY: u32 = 64;
+/// One grant in this many (at random, so short-lived sessions do their share too) reaps up to
+/// `EXPIRED_BATCH` expired rows: four per grant on average, so a backlog shrinks, for one index
+/// probe per 16 grants.
+const EXPIRED_ONE_IN: u32 = 16;
+const EXPIRED_BATCH: i64 = 64;
+/// One grant in this many looks at a batch of session-bound rows for dead sessions.
+const SESSION_SCAN_ONE_IN: u32 = 1024;
 const SESSION_SCAN_BATCH: i64 = 32;
 
 thread_local! {
-    static INSERTS: Cell<u32> = const { Cell::new(0) };
     /// Where the last scan of session-bound rows stopped (key order), so scans take turns.
     static SESSION_CURSOR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Called after an acquire inserted a new key, inside the same transaction.
-pub fn after_insert(spi: &Spi, now: Timestamp) {
-    for key in store::expired_keys(spi, now, EXPIRED_PER_INSERT) {
-        reap(spi, &key, now);
+/// Called after a grant, inside the same transaction.
+pub fn after_grant(spi: &Spi, now: Timestamp) {
+    // SAFETY: the backend's own PRNG state.
+    let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
+    if n % EXPIRED_ONE_IN == 0 {
+        for key in store::expired_keys(spi, now, EXPIRED_BATCH) {
+            reap(spi, &key, now);
+        }
     }
-    let n = INSERTS.with(|c| {
-        c.set(c.get().wrapping_add(1));
-        c.get()
-    });
-    if n % SESSION_SCAN_EVERY == 0 {
+    if n % SESSION_SCAN_ONE_IN == 0 {
         let after = SESSION_CURSOR.with(|c| c.borrow().clone());
         let batch = store::session_bound_keys(spi, &after, SESSION_SCAN_BATCH);
         let next = if (batch.len() as i64) < SESSION_SCAN_BATCH {
