@@ -11,6 +11,7 @@ use pgrx::prelude::*;
 mod api;
 mod args;
 mod current;
+mod durability;
 mod error;
 mod guc;
 mod keylock;
@@ -32,6 +33,7 @@ extension_sql_file!("sql/finalize.sql", name = "finalize", finalize);
 pub extern "C-unwind" fn _PG_init() {
     guc::register();
     session::register_callbacks();
+    durability::register_callbacks();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -4,6 +4,7 @@
 
 use crate::args::Micros;
 use crate::current::{classify, is_live, my_pid, now};
+use crate::durability;
 use crate::error::DlockError;
 use crate::keylock::{self, key_hash};
 use crate::lease::{self, Acquire, Caller, Current, INFINITY, Release, Renew, Timestamp};
@@ -12,7 +13,6 @@ use crate::session;
 use crate::spi;
 use crate::store;
 use crate::sweep;
-use pgrx::pg_sys;
 
 /// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise
 /// `Err(until)` with when the holder's TTL runs out (`None`: no TTL), key lock given back.
@@ -105,18 +105,21 @@ pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
     keylock::lock_key(hash);
     spi::connect(|spi| {
         let now = now();
-        relax_commit();
+        let eligible = durability::release_eligible();
         if store::release_last_hold(spi, key, owner, caller.role, now) {
+            durability::released_if(eligible);
             return Ok(true);
         }
         let row = store::read(spi, key);
         match lease::release(classify(row.as_ref(), now), &caller) {
             Release::Decrement => {
                 store::decrement(spi, key);
+                durability::released_if(eligible);
                 Ok(true)
             }
             Release::Free => {
                 free(spi, key, row.as_ref().map(|l| l.fence));
+                durability::released_if(eligible);
                 Ok(true)
             }
             Release::NotHeld => {
@@ -133,7 +136,7 @@ pub fn release_all(owner: &str) -> i32 {
     let caller = caller(owner);
     let role_filter = (!caller.admin).then_some(caller.role);
     spi::connect(|spi| {
-        relax_commit();
+        let eligible = durability::release_eligible();
         let mut freed = 0;
         // Key order: two release_all calls lock their keys in the same order.
         for key in store::keys_of_owner(spi, owner, role_filter) {
@@ -149,6 +152,9 @@ pub fn release_all(owner: &str) -> i32 {
                 }
                 _ => keylock::unlock_key(hash),
             }
+        }
+        if freed > 0 {
+            durability::released_if(eligible);
         }
         freed
     })
@@ -188,8 +194,9 @@ pub fn force_release(key: &str) -> Result<bool, DlockError> {
                     l.fence,
                     role::name(l.role)
                 );
-                relax_commit();
+                let eligible = durability::release_eligible();
                 free(spi, key, Some(l.fence));
+                durability::released_if(eligible);
                 Ok(true)
             }
             _ => {
@@ -205,30 +212,5 @@ fn free(spi: &spi::Spi, key: &str, fence: Option<i64>) {
     store::delete(spi, key);
     if let Some(fence) = fence.filter(|f| session::is_bound_here(*f)) {
         session::unbind_at_commit(fence);
-    }
-}
-
-/// A release needs no durable commit: if a crash loses it, the lease merely lives on until its
-/// TTL (a session-bound one dies with the crash anyway), and whoever acquires the key next
-/// commits durably after it in the WAL. So a release that is the whole transaction (autocommit,
-/// nothing written before) commits asynchronously; inside an explicit transaction the caller's
-/// durability setting stands.
-fn relax_commit() {
-    // SAFETY: plain reads of transaction state, and a transaction-local GUC change.
-    unsafe {
-        if pg_sys::IsTransactionBlock() || pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId
-        {
-            return;
-        }
-        pg_sys::set_config_option(
-            c"synchronous_commit".as_ptr(),
-            c"off".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_LOCAL,
-            true,
-            0,
-            false,
-        );
     }
 }

@@ -30,17 +30,15 @@ static GRANT: Statement = Statement {
     args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4],
 };
 
-// The common case in one statement: a free key, or one whose TTL ran out by $4, is granted at
-// once. A conflict with a live (or session-bound) row returns nothing and the caller reads the
-// row to decide. (The fence sequence advances even then: fences need only grow, not be dense.)
+// The common case in one statement: a free key is granted at once. On a conflict nothing is
+// written or locked (DO NOTHING), so a failed try stays read-only and needs no commit flush;
+// the caller then reads the row to decide. (The fence sequence advances even then: fences
+// need only grow, not be dense.)
 static TRY_GRANT: Statement = Statement {
     sql: "INSERT INTO dlock_internal.lease AS l \
             (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
           VALUES ($1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6) \
-          ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, role = excluded.role, \
-            fence = excluded.fence, hold_count = 1, acquired_at = excluded.acquired_at, \
-            expires_at = excluded.expires_at, holder_pid = excluded.holder_pid \
-          WHERE l.expires_at <= excluded.acquired_at \
+          ON CONFLICT (key) DO NOTHING \
           RETURNING l.fence",
     args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4],
 };
@@ -135,7 +133,7 @@ pub fn grant(
         .expect("INSERT .. RETURNING gave a fence")
 }
 
-/// Grants `key` if it is free or its TTL ran out by `now`; the fence, or `None` on a live row.
+/// Grants `key` if it has no row; the fence, or `None` when there is one.
 pub fn try_grant(
     spi: &Spi,
     key: &str,
