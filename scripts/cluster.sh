@@ -52,7 +52,9 @@ start)
     } >>"$dir/data/postgresql.conf"
   fi
   if ! as_owner "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-    as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+    # A developer's RUST_BACKTRACE would put pgrx backtraces into every error's DETAIL.
+    as_owner env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
+      "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
   fi
   "$0" env "$dir"
   ;;

@@ -1,6 +1,7 @@
 //! The SQL functions of the contract: check arguments, run the operation, map errors. All are
-//! SECURITY DEFINER (they alone may touch `dlock_internal`) with a pinned `search_path`, so
-//! objects a caller creates in `public` or `pg_temp` can never be picked up in their place.
+//! SECURITY DEFINER (they alone may touch `dlock_internal`) with a pinned `search_path` of
+//! schemas no caller can create objects in (`pg_temp` explicitly last), so nothing a caller
+//! creates in `public` or `pg_temp` can ever be picked up in their place.
 
 use crate::args;
 use crate::error::{DlockError, OrRaise};
@@ -27,7 +28,7 @@ fn timestamptz(t: i64) -> TimestampWithTimeZone {
 /// Takes the lease `key` for `owner`: returns its fence token, or NULL when another owner holds
 /// it and `wait` elapsed. `ttl NULL`: bound to this session. `wait NULL`: wait without limit.
 #[pg_extern(security_definer, volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_acquire(
     key: Option<&str>,
     owner: Option<&str>,
@@ -46,7 +47,7 @@ fn dlock_acquire(
 /// Extends the caller's live lease to now + `ttl`; returns the new expiry ('infinity' for a
 /// session-bound lease), or NULL when the caller does not hold it.
 #[pg_extern(security_definer, volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_renew(
     key: Option<&str>,
     owner: Option<&str>,
@@ -63,7 +64,7 @@ fn dlock_renew(
 
 /// Gives back one hold of the caller's live lease; false when the caller does not hold it.
 #[pg_extern(security_definer, volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_release(key: Option<&str>, owner: Option<&str>) -> bool {
     const F: &str = "dlock_release";
     let key = args::key(key).or_raise(F);
@@ -74,7 +75,7 @@ fn dlock_release(key: Option<&str>, owner: Option<&str>) -> bool {
 /// Frees every live lease of `owner` taken by the caller's role (any role's for dlock_admin);
 /// returns how many keys were freed.
 #[pg_extern(security_definer, volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_release_all(owner: Option<&str>) -> i32 {
     let owner = args::owner(owner).or_raise("dlock_release_all");
     ops::release_all(owner)
@@ -83,7 +84,7 @@ fn dlock_release_all(owner: Option<&str>) -> i32 {
 /// Whether a live lease on `key` carries `fence`; while true, the key cannot change hands
 /// before the calling transaction ends (for fenced writes in the same database).
 #[pg_extern(security_definer, volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_holds(key: Option<&str>, fence: Option<i64>) -> bool {
     const F: &str = "dlock_holds";
     let key = args::key(key).or_raise(F);
@@ -93,7 +94,7 @@ fn dlock_holds(key: Option<&str>, fence: Option<i64>) -> bool {
 
 /// Frees `key` whoever holds it (superusers and dlock_admin members only); logged.
 #[pg_extern(security_definer, volatile, parallel_unsafe)]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_force_release(key: Option<&str>) -> bool {
     const F: &str = "dlock_force_release";
     let key = args::key(key).or_raise(F);
@@ -113,7 +114,7 @@ mod dlock_internal {
 
     /// The rows of the `dlock_locks` view: live leases, owners masked for other roles.
     #[pg_extern(security_definer, volatile, parallel_unsafe)]
-    #[search_path(pg_catalog, @extschema@, pg_temp)]
+    #[search_path(pg_catalog, dlock_internal, pg_temp)]
     #[allow(clippy::type_complexity)]
     fn locks() -> TableIterator<
         'static,

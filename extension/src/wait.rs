@@ -55,18 +55,37 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
     granted
 }
 
-/// Sleeps up to `us` microseconds on the latch, then serves interrupts (cancel, timeout).
+/// Sleeps up to `us` microseconds on the latch, then serves interrupts (cancel, timeout). A
+/// client that hangs up ends the wait at once (the socket's close is one of the wake events),
+/// rather than leaving its backend waiting for a lease nobody will use.
 fn sleep(us: Timestamp) {
     let ms = (us.max(0) + 999) / 1000;
-    // SAFETY: the standard latch wait of a backend.
+    // SAFETY: the standard latch wait of a backend; MyProcPort is null outside client backends.
     unsafe {
-        pg_sys::WaitLatch(
+        let port = pg_sys::MyProcPort;
+        let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+        let sock = if port.is_null() {
+            pg_sys::PGINVALID_SOCKET
+        } else {
+            if pg_sys::WaitEventSetCanReportClosed() {
+                events |= pg_sys::WL_SOCKET_CLOSED;
+            }
+            // `sock` is the first field of libpq-be.h's `struct Port` (opaque to pgrx).
+            *(port as *const pg_sys::pgsocket)
+        };
+        let fired = pg_sys::WaitLatchOrSocket(
             pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            events as i32,
+            sock,
             ms.max(1) as std::ffi::c_long,
             pg_sys::PG_WAIT_EXTENSION,
         );
         pg_sys::ResetLatch(pg_sys::MyLatch);
+        if fired & pg_sys::WL_SOCKET_CLOSED as i32 != 0 {
+            // What client_connection_check_interval does: FATAL "connection to client lost".
+            pg_sys::ClientConnectionLost = 1;
+            pg_sys::InterruptPending = 1;
+        }
     }
     pg_sys::check_for_interrupts!();
 }

@@ -1,0 +1,53 @@
+-- The SQL surface of dlock: what CREATE EXTENSION installs and how it is protected.
+CREATE EXTENSION dlock;
+SELECT extname, extrelocatable FROM pg_extension WHERE extname = 'dlock';
+
+-- The functions of the extension (a build with the pg_test feature adds its #[pg_test]s in
+-- schema tests: not part of the surface). Callable unqualified by any role.
+CREATE TEMP VIEW dlock_functions AS
+SELECT p.oid, n.nspname AS schema, p.proname AS function
+  FROM pg_proc p
+  JOIN pg_namespace n ON n.oid = p.pronamespace
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'dlock'
+ WHERE n.nspname <> 'tests';
+SELECT schema, function, pg_get_function_arguments(oid) AS arguments,
+       pg_get_function_result(oid) AS result
+  FROM dlock_functions ORDER BY schema, function;
+-- All SECURITY DEFINER with a pinned search_path (pg_temp last), volatile, not strict (a NULL
+-- argument is an error, not a silent NULL).
+SELECT f.schema, f.function, p.prosecdef AS security_definer, p.proconfig AS config,
+       p.provolatile AS volatility, p.proisstrict AS strict
+  FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
+ ORDER BY f.schema, f.function;
+-- Every function runs with a search_path it pins itself, never the caller's.
+SELECT f.function AS unpinned_function
+  FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
+ WHERE NOT p.prosecdef OR p.proconfig IS NULL
+    OR NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%');
+-- PUBLIC may execute every function; dlock_force_release checks its caller itself.
+SELECT schema, function, has_function_privilege('public', oid, 'EXECUTE') AS public_execute
+  FROM dlock_functions ORDER BY schema, function;
+
+-- The view and its columns.
+SELECT column_name, data_type
+  FROM information_schema.columns
+ WHERE table_name = 'dlock_locks'
+ ORDER BY ordinal_position;
+
+-- The lease state: a schema PUBLIC cannot use, tables PUBLIC cannot touch.
+SELECT has_schema_privilege('public', 'dlock_internal', 'USAGE') AS public_usage,
+       has_schema_privilege('public', 'dlock_internal', 'CREATE') AS public_create;
+SELECT count(*) > 0 AS has_lease_table,
+       bool_or(has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'))
+         AS public_has_any_privilege
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'dlock_internal';
+SELECT to_regclass('dlock_internal.lease') IS NOT NULL AS lease_table_exists;
+
+-- The admin role for force_release and seeing every owner.
+SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'dlock_admin';
+
+-- The GUC: default one day, only a superuser may change it.
+SELECT name, setting, unit, context, vartype FROM pg_settings WHERE name = 'dlock.max_ttl';
+SHOW dlock.max_ttl;
