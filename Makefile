@@ -44,7 +44,7 @@ test-regress: install
 
 # Multi-session integration tests (tests/) against a throwaway cluster they start themselves.
 test-integration: install
-	$(CARGO) test -p dlock-tests -- --test-threads=4
+	$(CARGO) test -p dlock-tests --no-fail-fast -- --test-threads=4
 
 bench-sql: install
 	@bash bench/sql.sh

@@ -111,3 +111,20 @@ SELECT dlock_acquire('ttl:c', 'carol-1', '36 hours');
 SHOW dlock.max_ttl;
 \c - postgres
 DROP ROLE regress_carol;
+-- dlock.max_ttl is an interval: any interval syntax PostgreSQL accepts, positive only.
+SET dlock.max_ttl = '36 hours';
+SHOW dlock.max_ttl;
+SELECT dlock_acquire('ttl:i', 'owner-1', '1 day 11 hours') IS NOT NULL AS ttl_35h_under_36h;
+SELECT dlock_acquire('ttl:j', 'owner-1', '1 day 13 hours');
+\echo :LAST_ERROR_SQLSTATE
+SET dlock.max_ttl = 'P2DT1H';
+SHOW dlock.max_ttl;
+SET dlock.max_ttl = 'a fortnight';
+\echo :LAST_ERROR_SQLSTATE
+SET dlock.max_ttl = '-1 day';
+\echo :LAST_ERROR_SQLSTATE
+SET dlock.max_ttl = '0';
+\echo :LAST_ERROR_SQLSTATE
+SHOW dlock.max_ttl;
+RESET dlock.max_ttl;
+SELECT dlock_release_all('owner-1') AS keys_released;

@@ -38,7 +38,7 @@ fn dlock_acquire(
     const F: &str = "dlock_acquire";
     let key = args::key(key).or_raise(F);
     let owner = args::owner(owner).or_raise(F);
-    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_secs()).or_raise(F);
+    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_us()).or_raise(F);
     let wait = args::wait(interval_micros(wait)).or_raise(F);
     let caller = Caller { role: role::caller(), owner, admin: false };
     wait::acquire(key, &caller, ttl, wait)
@@ -56,7 +56,7 @@ fn dlock_renew(
     const F: &str = "dlock_renew";
     let key = args::key(key).or_raise(F);
     let owner = args::owner(owner).or_raise(F);
-    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_secs())
+    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_us())
         .or_raise(F)
         .unwrap_or_else(|| DlockError::Arg(args::ArgError::Null("ttl")).raise(F));
     ops::renew(key, owner, ttl).or_raise(F).map(timestamptz)

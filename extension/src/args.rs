@@ -21,7 +21,7 @@ pub enum ArgError {
     /// A ttl that is zero or negative (22023).
     NotPositive(&'static str),
     /// A ttl above `dlock.max_ttl` (22023).
-    AboveMax { arg: &'static str, max_secs: i64 },
+    AboveMax(&'static str),
     /// A negative wait (22023).
     Negative(&'static str),
 }
@@ -49,15 +49,15 @@ pub fn owner(value: Option<&str>) -> Result<&str, ArgError> {
 }
 
 /// A checked ttl: `None` (SQL NULL) means a session-bound lease; otherwise `0 < ttl ≤ max`.
-pub fn ttl(value: Option<i128>, max_secs: i64) -> Result<Option<Micros>, ArgError> {
+pub fn ttl(value: Option<i128>, max: Micros) -> Result<Option<Micros>, ArgError> {
     let Some(us) = value else { return Ok(None) };
     if us <= 0 {
         return Err(ArgError::NotPositive("ttl"));
     }
-    if us > i128::from(max_secs) * 1_000_000 {
-        return Err(ArgError::AboveMax { arg: "ttl", max_secs });
+    if us > i128::from(max) {
+        return Err(ArgError::AboveMax("ttl"));
     }
-    Ok(Some(us.min(i128::from(Micros::MAX)) as Micros))
+    Ok(Some(us as Micros))
 }
 
 /// A checked wait: `None` (SQL NULL) waits without limit; huge waits are clamped, never wrap.
@@ -98,9 +98,9 @@ mod tests {
         assert_eq!(ttl(None, 10), Ok(None));
         assert_eq!(ttl(Some(0), 10), Err(ArgError::NotPositive("ttl")));
         assert_eq!(ttl(Some(-1), 10), Err(ArgError::NotPositive("ttl")));
-        assert_eq!(ttl(Some(10_000_000), 10), Ok(Some(10_000_000)));
-        assert_eq!(ttl(Some(10_000_001), 10), Err(ArgError::AboveMax { arg: "ttl", max_secs: 10 }));
-        assert_eq!(ttl(Some(i128::from(i64::MAX) * 2), i64::MAX), Ok(Some(i64::MAX)));
+        assert_eq!(ttl(Some(10), 10), Ok(Some(10)));
+        assert_eq!(ttl(Some(11), 10), Err(ArgError::AboveMax("ttl")));
+        assert_eq!(ttl(Some(i128::MAX), i64::MAX), Err(ArgError::AboveMax("ttl")));
     }
 
     #[test]

@@ -45,9 +45,9 @@ impl DlockError {
                 format!("dlock: {arg} must be positive"),
                 Some("Use ttl => NULL for a lease bound to this session.".into()),
             ),
-            DlockError::Arg(ArgError::AboveMax { arg, max_secs }) => (
+            DlockError::Arg(ArgError::AboveMax(arg)) => (
                 ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("dlock: {arg} exceeds dlock.max_ttl ({max_secs}s)"),
+                format!("dlock: {arg} exceeds dlock.max_ttl ({})", crate::guc::max_ttl_text()),
                 Some("Renew the lease before it runs out, or have a superuser raise dlock.max_ttl.".into()),
             ),
             DlockError::Arg(ArgError::Negative(arg)) => (

@@ -108,6 +108,18 @@ pub fn enter_waiters(hash: u64) {
     acquire(&tag(SPACE_WAITER, hash), pg_sys::AccessShareLock, false, false);
 }
 
+/// Whether any other session waits on the key (holds a waiting mark). Never blocks.
+pub fn has_waiters(hash: u64) -> bool {
+    let probe = tag(SPACE_WAITER, hash);
+    // AccessExclusive: the only mode that conflicts with the marks' AccessShare.
+    if acquire(&probe, pg_sys::AccessExclusiveLock, false, false) {
+        release(&probe, pg_sys::AccessExclusiveLock, false);
+        false
+    } else {
+        true
+    }
+}
+
 /// Removes the waiting mark.
 pub fn leave_waiters(hash: u64) {
     release(&tag(SPACE_WAITER, hash), pg_sys::AccessShareLock, false);

@@ -121,9 +121,18 @@ fn standing(lease: &Lease, caller: &Caller) -> Standing {
 }
 
 /// Rules 1–5 and 7 of the contract. Reentry needs the same owner string *and* role.
-pub fn acquire(current: Current, caller: &Caller, ttl: Option<Micros>, now: Timestamp) -> Acquire {
+/// `queue_ahead`: other sessions already wait for this key, so a newcomer must not take it
+/// from under them (it waits too, or gets NULL); the holder's reentry never queues.
+pub fn acquire(
+    current: Current,
+    caller: &Caller,
+    ttl: Option<Micros>,
+    now: Timestamp,
+    queue_ahead: bool,
+) -> Acquire {
     let expires_at = expiry(now, ttl);
     match current {
+        Current::Free | Current::Dead if queue_ahead => Acquire::Busy { until: None },
         Current::Free | Current::Dead => Acquire::Grant { expires_at },
         Current::Live(lease) if lease.owner == caller.owner && lease.role == caller.role => {
             Acquire::Reenter {
@@ -188,14 +197,23 @@ mod tests {
 
     #[test]
     fn free_key_is_granted_with_server_side_expiry() {
-        let got = acquire(Current::Free, &caller("a", 1), Some(5), NOW);
+        let got = acquire(Current::Free, &caller("a", 1), Some(5), NOW, false);
         assert_eq!(got, Acquire::Grant { expires_at: NOW + 5 });
     }
 
     #[test]
     fn dead_lease_is_taken_over() {
-        let got = acquire(Current::Dead, &caller("b", 1), None, NOW);
+        let got = acquire(Current::Dead, &caller("b", 1), None, NOW, false);
         assert_eq!(got, Acquire::Grant { expires_at: INFINITY });
+    }
+
+    #[test]
+    fn newcomers_do_not_barge_past_waiters_but_holders_reenter() {
+        let c = caller("a", 1);
+        assert_eq!(acquire(Current::Free, &c, Some(5), NOW, true), Acquire::Busy { until: None });
+        assert_eq!(acquire(Current::Dead, &c, Some(5), NOW, true), Acquire::Busy { until: None });
+        let held = lease("a", 1, NOW + 100);
+        assert!(matches!(acquire(Current::Live(&held), &c, Some(5), NOW, true), Acquire::Reenter { .. }));
     }
 
     #[test]
@@ -207,19 +225,19 @@ mod tests {
     #[test]
     fn reentry_keeps_fence_and_never_shortens() {
         let held = lease("a", 1, NOW + 100);
-        let got = acquire(Current::Live(&held), &caller("a", 1), Some(5), NOW);
+        let got = acquire(Current::Live(&held), &caller("a", 1), Some(5), NOW, false);
         assert_eq!(got, Acquire::Reenter { fence: 7, expires_at: NOW + 100, bind_session: false });
-        let got = acquire(Current::Live(&held), &caller("a", 1), Some(500), NOW);
+        let got = acquire(Current::Live(&held), &caller("a", 1), Some(500), NOW, false);
         assert_eq!(got, Acquire::Reenter { fence: 7, expires_at: NOW + 500, bind_session: false });
     }
 
     #[test]
     fn reentry_without_ttl_binds_the_lease_to_the_session() {
         let held = lease("a", 1, NOW + 100);
-        let got = acquire(Current::Live(&held), &caller("a", 1), None, NOW);
+        let got = acquire(Current::Live(&held), &caller("a", 1), None, NOW, false);
         assert_eq!(got, Acquire::Reenter { fence: 7, expires_at: INFINITY, bind_session: true });
         let bound = lease("a", 1, INFINITY);
-        let got = acquire(Current::Live(&bound), &caller("a", 1), None, NOW);
+        let got = acquire(Current::Live(&bound), &caller("a", 1), None, NOW, false);
         assert_eq!(got, Acquire::Reenter { fence: 7, expires_at: INFINITY, bind_session: false });
     }
 
@@ -227,12 +245,12 @@ mod tests {
     fn live_lease_of_another_owner_or_role_is_busy() {
         let held = lease("a", 1, NOW + 100);
         let busy = Acquire::Busy { until: Some(NOW + 100) };
-        assert_eq!(acquire(Current::Live(&held), &caller("b", 1), Some(5), NOW), busy);
-        assert_eq!(acquire(Current::Live(&held), &caller("a", 2), Some(5), NOW), busy);
+        assert_eq!(acquire(Current::Live(&held), &caller("b", 1), Some(5), NOW, false), busy);
+        assert_eq!(acquire(Current::Live(&held), &caller("a", 2), Some(5), NOW, false), busy);
         let admin = Caller { admin: true, ..caller("a", 2) };
-        assert_eq!(acquire(Current::Live(&held), &admin, Some(5), NOW), busy);
+        assert_eq!(acquire(Current::Live(&held), &admin, Some(5), NOW, false), busy);
         let bound = lease("a", 1, INFINITY);
-        let got = acquire(Current::Live(&bound), &caller("b", 1), Some(5), NOW);
+        let got = acquire(Current::Live(&bound), &caller("b", 1), Some(5), NOW, false);
         assert_eq!(got, Acquire::Busy { until: None });
     }
 

@@ -16,19 +16,22 @@ use crate::sweep;
 
 /// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise
 /// `Err(until)` with when the holder's TTL runs out (`None`: no TTL), key lock given back.
-/// `optimistic` first tries the one-statement grant (right for a first attempt, when the key is
-/// usually free); waiters re-trying a busy key read first.
+/// `waiting`: the caller already waits for this key (it is one of the queue, so others waiting
+/// do not stop it). A newcomer first tries the one-statement grant when nobody waits (the key
+/// is usually free then); waiters re-trying a busy key read first.
 pub fn try_acquire(
     key: &str,
     hash: u64,
     caller: &Caller,
     ttl: Option<Micros>,
-    optimistic: bool,
+    waiting: bool,
 ) -> Result<i64, Option<Timestamp>> {
     spi::connect(|spi| {
         let now = now();
         let expires_at = lease::expiry(now, ttl);
-        if optimistic
+        let queue_ahead = !waiting && keylock::has_waiters(hash);
+        if !waiting
+            && !queue_ahead
             && let Some(fence) =
                 store::try_grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid())
         {
@@ -36,7 +39,7 @@ pub fn try_acquire(
             return Ok(fence);
         }
         let row = store::read(spi, key);
-        match lease::acquire(classify(row.as_ref(), now), caller, ttl, now) {
+        match lease::acquire(classify(row.as_ref(), now), caller, ttl, now, queue_ahead) {
             Acquire::Grant { .. } => {
                 let fence = store::grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid());
                 granted(spi, fence, ttl, now);
@@ -100,16 +103,18 @@ pub fn renew(key: &str, owner: &str, ttl: Micros) -> Result<Option<Timestamp>, D
 
 /// `dlock_release`: whether the caller held the lease (one hold given back).
 pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
-    let caller = caller(owner);
+    let role = role::caller();
     let hash = key_hash(key);
     keylock::lock_key(hash);
     spi::connect(|spi| {
         let now = now();
         let eligible = durability::release_eligible();
-        if store::release_last_hold(spi, key, owner, caller.role, now) {
+        if store::release_last_hold(spi, key, owner, role, now) {
             durability::released_if(eligible);
             return Ok(true);
         }
+        // Off the common path: admin standing (catalog lookups) only matters from here on.
+        let caller = caller(owner);
         let row = store::read(spi, key);
         match lease::release(classify(row.as_ref(), now), &caller) {
             Release::Decrement => {

@@ -26,7 +26,7 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
     let granted = loop {
         let mut until = None;
         if keylock::try_lock_key(hash) {
-            match ops::try_acquire(key, hash, caller, ttl, !marked) {
+            match ops::try_acquire(key, hash, caller, ttl, marked) {
                 Ok(fence) => break Some(fence),
                 Err(expiry) => until = expiry,
             }

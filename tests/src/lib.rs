@@ -1,0 +1,18 @@
+//! Test harness: a throwaway PostgreSQL cluster with dlock installed, sessions on it, and the
+//! dlock SQL API as typed calls.
+//!
+//! Every test binary shares one cluster (`Cluster::shared()`), except tests that crash or
+//! restart the server, which start their own (`Cluster::start_new`). Tests run four at a time,
+//! so each uses keys and owners prefixed with its own name (`key`, `owner`).
+
+mod check;
+mod cluster;
+mod session;
+
+pub use check::{
+    CLOCK_SLACK, assert_between, eventually, expect_sqlstate, finish, key, owner, wait_for_waiters, within,
+};
+pub use cluster::{Cluster, StopMode, workspace_root};
+pub use session::{Attempt, LeaseRow, Session};
+pub use tokio_postgres::error::SqlState;
+pub use tokio_postgres::{Client, Error, NoTls};

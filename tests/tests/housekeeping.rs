@@ -1,0 +1,114 @@
+//! The lease table stays small: released leases leave no rows, and acquires of new keys sweep
+//! expired rows as they go (about four expired rows per grant), with no background worker.
+
+use std::time::Duration;
+
+use dlock_tests::{Cluster, Session, key, owner, within};
+use futures::{StreamExt, TryStreamExt, stream};
+
+/// The tests of this binary count rows: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Calls in flight per session (pipelined; each still commits on its own).
+const IN_FLIGHT: usize = 64;
+
+/// Rows of `dlock_internal.lease` whose text form contains `marker` (as superuser; the test
+/// does not depend on the table's column names).
+async fn rows_containing(s: &Session, marker: &str) -> i64 {
+    s.query_one("SELECT count(*) FROM dlock_internal.lease AS l WHERE strpos(l::text, $1) > 0", &[&marker])
+        .await
+        .expect("superuser reads dlock_internal.lease")
+        .get(0)
+}
+
+/// Acquires keys `<marker>-<i>` for `range` from one session; with `release`, releases each
+/// right after its acquire.
+async fn acquire_keys(
+    s: &Session,
+    test: &str,
+    marker: &str,
+    range: std::ops::Range<usize>,
+    ttl: &str,
+    release: bool,
+) {
+    let o = owner(test, marker);
+    stream::iter(range)
+        .map(|i| {
+            let (k, o) = (key(test, &format!("{marker}-{i:05}")), o.clone());
+            async move {
+                let fence = s.try_acquire(&k, &o, ttl).await?;
+                assert!(fence.is_some(), "{k} is new and must be granted");
+                if release {
+                    assert!(s.release(&k, &o).await?, "{k} is released");
+                }
+                Ok::<_, dlock_tests::Error>(())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("acquire / release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn released_leases_leave_no_rows() {
+    const T: &str = "released_leases_leave_no_rows";
+    const KEYS: usize = 20_000;
+    const SESSIONS: usize = 4;
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::shared();
+    let superuser = cluster.connect().await;
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        sessions.push(cluster.connect().await);
+    }
+
+    let per = KEYS / SESSIONS;
+    let work = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, s)| acquire_keys(s, T, "released", i * per..(i + 1) * per, "1 minute", true));
+    within(Duration::from_secs(90), "20,000 acquire + release", futures::future::join_all(work)).await;
+
+    assert_eq!(rows_containing(&superuser, &key(T, "released-")).await, 0, "released rows must be deleted");
+}
+
+#[tokio::test]
+async fn expired_leases_are_swept_by_acquires_of_new_keys() {
+    const T: &str = "expired_leases_are_swept_by_acquires_of_new_keys";
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::shared();
+    let (superuser, s) = (cluster.connect().await, cluster.connect().await);
+    let expired_marker = key(T, "expired-");
+
+    within(
+        Duration::from_secs(60),
+        "2,000 short leases",
+        acquire_keys(&s, T, "expired", 0..2_000, "50ms", false),
+    )
+    .await;
+    let written = rows_containing(&superuser, &expired_marker).await;
+    assert!(written <= 2_000, "{written} rows for 2,000 keys");
+    tokio::time::sleep(Duration::from_millis(300)).await; // all 2,000 have expired now
+
+    // 3,000 acquires of new keys, one at a time in the server (one session, pipelined): at
+    // about four expired rows per grant they sweep some 12,000, far more than the 2,000.
+    within(
+        Duration::from_secs(60),
+        "3,000 new keys",
+        acquire_keys(&s, T, "fresh", 0..3_000, "1 minute", false),
+    )
+    .await;
+    assert_eq!(
+        rows_containing(&superuser, &expired_marker).await,
+        0,
+        "expired rows must be swept by acquires of new keys"
+    );
+    let fresh = rows_containing(&superuser, &key(T, "fresh-")).await;
+    assert_eq!(fresh, 3_000, "the live leases are all there");
+    let total: i64 =
+        superuser.query_one("SELECT count(*) FROM dlock_internal.lease", &[]).await.unwrap().get(0);
+    assert!(total < 3_000 + 100, "{total} rows in dlock_internal.lease with 3,000 live leases");
+
+    assert_eq!(s.release_all(&owner(T, "fresh")).await.unwrap(), 3_000);
+    assert_eq!(rows_containing(&superuser, &key(T, "fresh-")).await, 0);
+}
