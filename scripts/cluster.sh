@@ -24,16 +24,18 @@ free_port() {
 
 case "$cmd" in
 start)
-  mkdir -p "$dir"
-  if [ "$(id -u)" = 0 ]; then
-    chown postgres: "$dir"
-    # A clone under a private directory (mktemp -d is 0700) is out of reach for `postgres`:
-    # keep the cluster in /tmp then, behind a symlink at DIR.
-    if ! runuser -u postgres -- test -w "$dir"; then
-      real=$(mktemp -d /tmp/dlock-cluster.XXXXXX)
-      chown postgres: "$real"
-      rmdir "$dir" 2>/dev/null || rm -rf "$dir"
-      ln -s "$real" "$dir"
+  # A clone under a private directory (mktemp -d is 0700) is out of reach for `postgres`:
+  # the cluster then lives in /tmp, behind a symlink at DIR (kept across restarts).
+  if [ ! -L "$dir" ]; then
+    mkdir -p "$dir"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres: "$dir"
+      if ! runuser -u postgres -- test -w "$dir"; then
+        real=$(mktemp -d /tmp/dlock-cluster.XXXXXX)
+        chown postgres: "$real"
+        rmdir "$dir" 2>/dev/null || rm -rf "$dir"
+        ln -s "$real" "$dir"
+      fi
     fi
   fi
   dir=$(readlink -f "$dir")
