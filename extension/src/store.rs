@@ -73,9 +73,20 @@ static KEYS_OF_OWNER: Statement = Statement {
     args: &[TEXT, OID],
 };
 
-static EXPIRED_KEYS: Statement = Statement {
-    sql: "SELECT key FROM dlock_internal.lease WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2",
-    args: &[TSTZ, INT8],
+static PAGE_COUNT: Statement = Statement {
+    sql: "SELECT pg_catalog.pg_relation_size('dlock_internal.lease'::pg_catalog.regclass) \
+          / pg_catalog.current_setting('block_size')::pg_catalog.int8",
+    args: &[],
+};
+
+// One heap page: a TID range scan reads exactly that page, whatever the table's size (the
+// caller disables sequential scans while it runs, so a plan made on an empty table stays right).
+static EXPIRED_ON_PAGE: Statement = Statement {
+    sql: "SELECT key FROM dlock_internal.lease \
+          WHERE ctid >= pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+            AND ctid < pg_catalog.format('(%s,0)', $1 + 1)::pg_catalog.tid \
+            AND expires_at <= $2",
+    args: &[INT8, TSTZ],
 };
 
 // The partial index on session-bound rows makes this a short scan from `$1` on.
@@ -181,9 +192,14 @@ pub fn keys_of_owner(spi: &Spi, owner: &str, role: Option<u32>) -> Vec<String> {
         .collect()
 }
 
-/// Up to `limit` keys whose TTL ran out by `now`, oldest first.
-pub fn expired_keys(spi: &Spi, now: Timestamp, limit: i64) -> Vec<String> {
-    spi.query(&EXPIRED_KEYS, &[arg(now), arg(limit)], |row| row.get::<String>(1))
+/// Pages of the lease table.
+pub fn page_count(spi: &Spi) -> i64 {
+    spi.query(&PAGE_COUNT, &[], |row| row.get::<i64>(1)).pop().flatten().unwrap_or(0)
+}
+
+/// Keys on heap page `page` whose TTL ran out by `now`.
+pub fn expired_on_page(spi: &Spi, page: i64, now: Timestamp) -> Vec<String> {
+    spi.query(&EXPIRED_ON_PAGE, &[arg(page), arg(now)], |row| row.get::<String>(1))
         .into_iter()
         .flatten()
         .collect()

@@ -1,7 +1,14 @@
-//! Keeps the lease table small. Released leases are deleted on release; what remains are leases
-//! that ran out and session-bound leases whose session ended without releasing. Grants reap
-//! a few of those as they go (four per grant on average), so dead rows can never outgrow the
-//! grants that created them, and no background worker is needed.
+//! Keeps the lease table small. Released leases are deleted on release (and vacuumed as usual);
+//! what remains are leases that ran out and session-bound leases whose session ended without
+//! releasing. Grants reap those as they go, with no background worker and no index on expiry:
+//! one grant in eight reads one random heap page (about 70 rows) and deletes the dead leases on
+//! it. If a fraction `e` of the rows is dead, a grant removes about `9e` of them on average while
+//! adding at most one, so dead rows settle below about a ninth of the table, never grow without
+//! bound, and a backlog (a million leases that all ran out) drains at about nine per grant.
+//!
+//! Why not an index on `expires_at`: every acquire would pay for it, and a scan for "expired by
+//! now" walks the index entries of every released-but-not-yet-vacuumed row whose expiry passed,
+//! which under load grows faster than autovacuum clears it.
 
 use crate::current::{classify, now};
 use crate::keylock;
@@ -12,11 +19,8 @@ use crate::store;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 
-/// One grant in this many (at random, so short-lived sessions do their share too) reaps up to
-/// `EXPIRED_BATCH` expired rows: four per grant on average, so a backlog shrinks, for one index
-/// probe per 16 grants.
-const EXPIRED_ONE_IN: u32 = 16;
-const EXPIRED_BATCH: i64 = 64;
+/// One grant in this many (at random, so short-lived sessions do their share too) sweeps a page.
+const PAGE_SWEEP_ONE_IN: u32 = 8;
 /// One grant in this many looks at a batch of session-bound rows for dead sessions.
 const SESSION_SCAN_ONE_IN: u32 = 1024;
 const SESSION_SCAN_BATCH: i64 = 32;
@@ -30,9 +34,13 @@ thread_local! {
 pub fn after_grant(spi: &Spi, now: Timestamp) {
     // SAFETY: the backend's own PRNG state.
     let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
-    if n % EXPIRED_ONE_IN == 0 {
-        for key in store::expired_keys(spi, now, EXPIRED_BATCH) {
-            reap(spi, &key, now);
+    if n % PAGE_SWEEP_ONE_IN == 0 {
+        let pages = store::page_count(spi);
+        if pages > 0 {
+            let page = i64::from(n / PAGE_SWEEP_ONE_IN) % pages;
+            for key in without_seqscan(|| store::expired_on_page(spi, page, now)) {
+                reap(spi, &key, now);
+            }
         }
     }
     if n % SESSION_SCAN_ONE_IN == 0 {
@@ -49,6 +57,28 @@ pub fn after_grant(spi: &Spi, now: Timestamp) {
             }
         }
         SESSION_CURSOR.with(|c| *c.borrow_mut() = next);
+    }
+}
+
+/// Runs `f` with sequential scans disabled, restoring the setting afterwards (as a function's
+/// `SET` clause does), so the page sweep is always planned as a TID range scan.
+fn without_seqscan<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the GUC nesting protocol of fmgr's SET clauses; an error aborts and restores it.
+    unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"enable_seqscan".as_ptr(),
+            c"off".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        let result = f();
+        pg_sys::AtEOXact_GUC(true, level);
+        result
     }
 }
 

@@ -17,7 +17,6 @@ CREATE TABLE dlock_internal.lease (
     expires_at  timestamptz NOT NULL,                   -- 'infinity': bound to a session
     holder_pid  integer NOT NULL
 ) WITH (fillfactor = 80);
-CREATE INDEX lease_expires_at ON dlock_internal.lease (expires_at);
 CREATE INDEX lease_session_bound ON dlock_internal.lease (key) WHERE expires_at = 'infinity';
 REVOKE ALL ON dlock_internal.lease, dlock_internal.fence_seq FROM PUBLIC;
 
