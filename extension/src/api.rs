@@ -136,7 +136,7 @@ mod dlock_internal {
             // SAFETY: set in every backend running SQL.
             let database = unsafe { pg_sys::MyDatabaseId };
             let waiters: HashMap<u64, i32> =
-                store::waiters(spi, database, keylock::SPACE_WAITER).into_iter().collect();
+                store::waiters(spi, database, keylock::SPACE_QUEUE).into_iter().collect();
             let now = now();
             store::all(spi)
                 .into_iter()

@@ -9,8 +9,10 @@
 //! - **session binding** (per fence, session-scoped): held by the session a session-bound lease
 //!   belongs to; it vanishes when that session ends in any way, which is how others see it died.
 //!   Fences are unique, so bindings never collide.
-//! - **waiter mark** (per key hash, transaction-scoped, shared): one per waiting session, so
-//!   `dlock_locks.waiters` can count them from `pg_locks`; gone with the wait, even if cancelled.
+//! - **queue lock** (per key hash, transaction-scoped, exclusive): the wait queue of a key. The
+//!   lock manager grants it in arrival order, so its holder is the head of the queue and the
+//!   sessions blocked on it are the rest, in order (see `queue.rs`). `dlock_locks.waiters`
+//!   counts its holder and waiters from `pg_locks`; a cancelled waiter is gone with its request.
 
 use pgrx::pg_sys;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -18,7 +20,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 const SPACE_KEY: u16 = 0x6b01;
 const SPACE_BINDING: u16 = 0x6b02;
 /// Also read by the `dlock_locks` query.
-pub const SPACE_WAITER: u16 = 0x6b03;
+pub const SPACE_QUEUE: u16 = 0x6b03;
 
 /// Seed of the key hash; part of the on-disk/lock format, never change it within a major version.
 const KEY_HASH_SEED: u64 = 0x646c_6f63_6b5f_7631; // "dlock_v1"
@@ -28,7 +30,7 @@ pub fn key_hash(key: &str) -> u64 {
     xxh3_64_with_seed(key.as_bytes(), KEY_HASH_SEED)
 }
 
-fn tag(space: u16, id: u64) -> pg_sys::LOCKTAG {
+pub(crate) fn tag(space: u16, id: u64) -> pg_sys::LOCKTAG {
     pg_sys::LOCKTAG {
         // SAFETY: MyDatabaseId is set for every backend that can run SQL.
         locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
@@ -40,16 +42,35 @@ fn tag(space: u16, id: u64) -> pg_sys::LOCKTAG {
     }
 }
 
-fn acquire(tag: &pg_sys::LOCKTAG, mode: u32, session: bool, wait: bool) -> bool {
+/// Runs `f` with the transaction's resource owner current. Our transaction-scoped locks all
+/// belong to it, whether taken directly or while waiting inside an internal subtransaction
+/// (`lockwait.rs`), so that one can be given back early from anywhere in the transaction.
+fn as_transaction_owner<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: swaps a global pointer and restores it; an error unwinds to the transaction abort,
+    // which resets it anyway.
+    unsafe {
+        let saved = pg_sys::CurrentResourceOwner;
+        pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
+        let result = f();
+        pg_sys::CurrentResourceOwner = saved;
+        result
+    }
+}
+
+pub(crate) fn acquire(tag: &pg_sys::LOCKTAG, mode: u32, session: bool, wait: bool) -> bool {
     // SAFETY: a valid tag of the user lock method; errors (deadlock, cancel) unwind as PG errors.
-    let result = unsafe { pg_sys::LockAcquire(tag, mode as pg_sys::LOCKMODE, session, !wait) };
+    let take = || unsafe { pg_sys::LockAcquire(tag, mode as pg_sys::LOCKMODE, session, !wait) };
+    let result = if session { take() } else { as_transaction_owner(take) };
     result != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
 }
 
-fn release(tag: &pg_sys::LOCKTAG, mode: u32, session: bool) {
+pub(crate) fn release(tag: &pg_sys::LOCKTAG, mode: u32, session: bool) {
     // SAFETY: releases one hold taken by `acquire` with the same arguments.
-    unsafe {
-        pg_sys::LockRelease(tag, mode as pg_sys::LOCKMODE, session);
+    let give = || unsafe { pg_sys::LockRelease(tag, mode as pg_sys::LOCKMODE, session) };
+    if session {
+        give();
+    } else {
+        as_transaction_owner(give);
     }
 }
 
@@ -61,6 +82,11 @@ pub fn try_lock_key(hash: u64) -> bool {
 /// Takes the key lock, waiting for the transaction that holds it (deadlock-checked, cancellable).
 pub fn lock_key(hash: u64) {
     acquire(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, false, true);
+}
+
+/// Takes the key lock, waiting no later than `deadline` (`None`: no limit); whether it got it.
+pub fn lock_key_until(hash: u64, deadline: Option<crate::lease::Timestamp>) -> bool {
+    crate::lockwait::acquire_until(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, deadline)
 }
 
 /// Takes the key lock in share mode: the key cannot change hands until this transaction ends.
@@ -101,28 +127,6 @@ pub fn bound_elsewhere(fence: i64) -> bool {
     } else {
         true
     }
-}
-
-/// Marks this session as waiting on the key (until `leave_waiters` or the transaction ends).
-pub fn enter_waiters(hash: u64) {
-    acquire(&tag(SPACE_WAITER, hash), pg_sys::AccessShareLock, false, false);
-}
-
-/// Whether any other session waits on the key (holds a waiting mark). Never blocks.
-pub fn has_waiters(hash: u64) -> bool {
-    let probe = tag(SPACE_WAITER, hash);
-    // AccessExclusive: the only mode that conflicts with the marks' AccessShare.
-    if acquire(&probe, pg_sys::AccessExclusiveLock, false, false) {
-        release(&probe, pg_sys::AccessExclusiveLock, false);
-        false
-    } else {
-        true
-    }
-}
-
-/// Removes the waiting mark.
-pub fn leave_waiters(hash: u64) {
-    release(&tag(SPACE_WAITER, hash), pg_sys::AccessShareLock, false);
 }
 
 #[cfg(test)]

@@ -14,9 +14,12 @@ mod current;
 mod durability;
 mod error;
 mod guc;
+mod handoff;
 mod keylock;
 mod lease;
+mod lockwait;
 mod ops;
+mod queue;
 mod role;
 mod session;
 mod spi;
@@ -34,6 +37,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::register();
     session::register_callbacks();
     durability::register_callbacks();
+    handoff::register_callbacks();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -6,8 +6,10 @@ use crate::args::Micros;
 use crate::current::{classify, is_live, my_pid, now};
 use crate::durability;
 use crate::error::DlockError;
+use crate::handoff;
 use crate::keylock::{self, key_hash};
 use crate::lease::{self, Acquire, Caller, Current, INFINITY, Release, Renew, Timestamp};
+use crate::queue;
 use crate::role;
 use crate::session;
 use crate::spi;
@@ -29,27 +31,27 @@ pub fn try_acquire(
     spi::connect(|spi| {
         let now = now();
         let expires_at = lease::expiry(now, ttl);
-        let queue_ahead = !waiting && keylock::has_waiters(hash);
+        let queue_ahead = !waiting && queue::is_occupied(hash);
         if !waiting
             && !queue_ahead
             && let Some(fence) =
                 store::try_grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid())
         {
-            granted(spi, fence, ttl, now);
+            granted(spi, fence, hash, ttl, now);
             return Ok(fence);
         }
         let row = store::read(spi, key);
         match lease::acquire(classify(row.as_ref(), now), caller, ttl, now, queue_ahead) {
             Acquire::Grant { .. } => {
                 let fence = store::grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid());
-                granted(spi, fence, ttl, now);
+                granted(spi, fence, hash, ttl, now);
                 Ok(fence)
             }
             Acquire::Reenter { fence, expires_at, bind_session } => {
                 let holder = row.as_ref().map_or(my_pid(), |l| l.holder_pid);
                 store::reenter(spi, key, expires_at, if bind_session { my_pid() } else { holder });
                 if bind_session {
-                    session::bind(fence);
+                    session::bind(fence, hash);
                 }
                 Ok(fence)
             }
@@ -63,9 +65,9 @@ pub fn try_acquire(
 
 /// After a new lease was written: bind it to the session if it is session-bound, and do our
 /// share of keeping the table small.
-fn granted(spi: &spi::Spi, fence: i64, ttl: Option<Micros>, now: Timestamp) {
+fn granted(spi: &spi::Spi, fence: i64, hash: u64, ttl: Option<Micros>, now: Timestamp) {
     if ttl.is_none() {
-        session::bind(fence);
+        session::bind(fence, hash);
     }
     sweep::after_grant(spi, now);
 }
@@ -87,6 +89,10 @@ pub fn renew(key: &str, owner: &str, ttl: Micros) -> Result<Option<Timestamp>, D
         match lease::renew(classify(row.as_ref(), now), &caller, ttl, now) {
             Renew::Extend(expires_at) => {
                 store::set_expiry(spi, key, expires_at);
+                // A shorter lease: the head of the queue sleeps until the old expiry; wake it.
+                if row.as_ref().is_some_and(|l| expires_at < l.expires_at) {
+                    handoff::wake_at_commit(hash);
+                }
                 Ok(Some(expires_at))
             }
             unchanged => {
@@ -110,6 +116,7 @@ pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
         let now = now();
         let eligible = durability::release_eligible();
         if store::release_last_hold(spi, key, owner, role, now) {
+            handoff::wake_at_commit(hash);
             durability::released_if(eligible);
             return Ok(true);
         }
@@ -212,10 +219,13 @@ pub fn force_release(key: &str) -> Result<bool, DlockError> {
     })
 }
 
-/// Deletes the row of a released key, and unbinds it from this session at commit if bound here.
+/// Deletes the row of a released key, unbinds it from this session at commit if bound here,
+/// and hands the key to the head of its queue at commit.
 fn free(spi: &spi::Spi, key: &str, fence: Option<i64>) {
+    let hash = key_hash(key);
     store::delete(spi, key);
     if let Some(fence) = fence.filter(|f| session::is_bound_here(*f)) {
-        session::unbind_at_commit(fence);
+        session::unbind_at_commit(fence, hash);
     }
+    handoff::wake_at_commit(hash);
 }

@@ -5,10 +5,10 @@
 //! once the release has committed. So binds and unbinds are *pending* until the transaction
 //! (or subtransaction) that made them ends, and the callbacks below settle them.
 
-use crate::keylock;
+use crate::{handoff, keylock};
 use pgrx::pg_sys;
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Change {
@@ -18,14 +18,15 @@ enum Change {
 
 struct Pending {
     fence: i64,
+    hash: u64,
     change: Change,
     subxact: pg_sys::SubTransactionId,
 }
 
 #[derive(Default)]
 struct State {
-    /// Fences of committed session-bound leases held by this session.
-    bound: HashSet<i64>,
+    /// Committed session-bound leases held by this session: fence → key hash.
+    bound: HashMap<i64, u64>,
     /// Changes of the open transaction, in order.
     pending: Vec<Pending>,
 }
@@ -39,26 +40,31 @@ fn current_subxact() -> pg_sys::SubTransactionId {
     unsafe { pg_sys::GetCurrentSubTransactionId() }
 }
 
-/// Binds a just-granted lease to this session (undone if the transaction rolls back).
-pub fn bind(fence: i64) {
+/// Binds a just-granted lease of the key with this hash to this session (undone if the
+/// transaction rolls back).
+pub fn bind(fence: i64, hash: u64) {
     keylock::bind(fence);
-    STATE.with(|s| {
-        s.borrow_mut().pending.push(Pending { fence, change: Change::Bind, subxact: current_subxact() })
-    });
+    handoff::wake_on_exit();
+    let subxact = current_subxact();
+    STATE.with(|s| s.borrow_mut().pending.push(Pending { fence, hash, change: Change::Bind, subxact }));
 }
 
 /// Unbinds a released lease from this session when the transaction commits.
-pub fn unbind_at_commit(fence: i64) {
-    STATE.with(|s| {
-        s.borrow_mut().pending.push(Pending { fence, change: Change::Unbind, subxact: current_subxact() })
-    });
+pub fn unbind_at_commit(fence: i64, hash: u64) {
+    let subxact = current_subxact();
+    STATE.with(|s| s.borrow_mut().pending.push(Pending { fence, hash, change: Change::Unbind, subxact }));
+}
+
+/// Key hashes of the session-bound leases this session holds.
+pub fn bound_key_hashes() -> Vec<u64> {
+    STATE.with(|s| s.borrow().bound.values().copied().collect())
 }
 
 /// Whether this session holds the binding of `fence` (committed, or made in this transaction).
 pub fn is_bound_here(fence: i64) -> bool {
     STATE.with(|s| {
         let s = s.borrow();
-        s.bound.contains(&fence) || s.pending.iter().any(|p| p.fence == fence && p.change == Change::Bind)
+        s.bound.contains_key(&fence) || s.pending.iter().any(|p| p.fence == fence && p.change == Change::Bind)
     })
 }
 
@@ -77,11 +83,11 @@ fn settle(commit: bool) {
         for p in std::mem::take(&mut s.pending) {
             match (p.change, commit) {
                 (Change::Bind, true) => {
-                    s.bound.insert(p.fence);
+                    s.bound.insert(p.fence, p.hash);
                 }
                 (Change::Bind, false) => keylock::unbind(p.fence),
                 (Change::Unbind, true) => {
-                    if s.bound.remove(&p.fence) {
+                    if s.bound.remove(&p.fence).is_some() {
                         keylock::unbind(p.fence);
                     }
                 }

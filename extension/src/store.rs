@@ -105,7 +105,7 @@ static ALL: Statement = Statement {
 static WAITERS: Statement = Statement {
     sql: "SELECT (classid::pg_catalog.int8 << 32) | objid::pg_catalog.int8, pg_catalog.count(*)::pg_catalog.int4 \
           FROM pg_catalog.pg_locks \
-          WHERE locktype = 'advisory' AND database = $1 AND objsubid = $2 AND granted GROUP BY 1",
+          WHERE locktype = 'advisory' AND database = $1 AND objsubid = $2 GROUP BY 1",
     args: &[OID, pg_sys::INT2OID],
 };
 
@@ -217,7 +217,7 @@ pub fn all(spi: &Spi) -> Vec<(String, Lease)> {
     spi.query(&ALL, &[], |row| (row.get::<String>(1).unwrap_or_default(), lease_from(row, 2)))
 }
 
-/// Waiting sessions per key hash in this database (from their waiter marks in `pg_locks`).
+/// Waiting sessions per key hash in this database: holders and waiters of queue locks.
 pub fn waiters(spi: &Spi, database: Oid, space: u16) -> Vec<(u64, i32)> {
     spi.query(&WAITERS, &[arg(database), arg(space as i16)], |row| {
         (row.get::<i64>(1).unwrap_or_default() as u64, row.get::<i32>(2).unwrap_or_default())

@@ -1,69 +1,67 @@
-//! Server-side waiting for `dlock_acquire(..., wait)`. The backend sleeps on its latch with a
-//! short bounded back-off and re-tries; it never wakes later than a key's `expires_at`, so an
-//! expired lease changes hands promptly. While it waits it shows a waiter mark (see
-//! `keylock`), which `dlock_locks.waiters` counts. Cancel, `statement_timeout` and postmaster
-//! death end the wait through the usual interrupt processing; the transaction abort then drops
-//! the waiter mark, so a cancelled waiter leaves no trace.
+//! Server-side waiting for `dlock_acquire(..., wait)`: event-driven, in arrival order, with no
+//! polling and no shared memory of our own (so no `shared_preload_libraries` and no restart).
+//!
+//! A newcomer first tries the key: it is granted, reenters, or finds it busy — and it also finds
+//! it busy when others already queue for it, so it never barges past them. A caller that may
+//! wait then joins the key's FIFO queue (`queue.rs`) and, once at its head, watches the lease:
+//! it sleeps on its latch until the holder's `expires_at`, its own deadline, or a wake-up from
+//! whoever frees the key (at their commit, `handoff.rs`), and re-reads the lease each time, so
+//! renewals are respected and an expired lease changes hands within a millisecond or two.
+//! Cancel, `statement_timeout`, postmaster death and the client hanging up end a wait at once;
+//! the transaction abort takes the waiter out of the queue.
 
 use crate::args::Micros;
 use crate::current::now;
 use crate::keylock;
 use crate::lease::{Caller, Timestamp};
 use crate::ops;
+use crate::queue;
 use pgrx::pg_sys;
-
-/// First and longest sleep between attempts. The cap bounds the delay between a key becoming
-/// free and a waiter noticing (well under the 50 ms the contract allows).
-const FIRST_SLEEP_US: i64 = 1_000;
-const MAX_SLEEP_US: i64 = 16_000;
 
 /// Acquires `key`, waiting up to `wait` (`None`: without limit). `None` when not granted.
 pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Micros>) -> Option<i64> {
     let hash = keylock::key_hash(key);
+    let try_only = wait == Some(0);
     let deadline = wait.map(|w| now().saturating_add(w));
-    let mut sleep_us = FIRST_SLEEP_US;
-    let mut marked = false;
+    // A try never blocks on a key another transaction is changing; a wait first waits for that
+    // transaction, so that the holder's own reentry is recognised and never queues.
+    let keyed = if try_only { keylock::try_lock_key(hash) } else { keylock::lock_key_until(hash, deadline) };
+    if keyed && let Ok(fence) = ops::try_acquire(key, hash, caller, ttl, false) {
+        return Some(fence);
+    }
+    if try_only || !keyed || !queue::join(hash, deadline) {
+        return None;
+    }
     let granted = loop {
-        let mut until = None;
-        if keylock::try_lock_key(hash) {
-            match ops::try_acquire(key, hash, caller, ttl, marked) {
-                Ok(fence) => break Some(fence),
-                Err(expiry) => until = expiry,
-            }
-        }
-        let now = now();
-        if deadline.is_some_and(|d| now >= d) {
+        if !keylock::lock_key_until(hash, deadline) {
             break None;
         }
-        if !marked {
-            keylock::enter_waiters(hash);
-            marked = true;
+        match ops::try_acquire(key, hash, caller, ttl, true) {
+            Ok(fence) => break Some(fence),
+            Err(expiry) => {
+                if deadline.is_some_and(|d| now() >= d) {
+                    break None;
+                }
+                sleep_until([deadline, expiry].into_iter().flatten().min());
+            }
         }
-        let mut nap = sleep_us;
-        if let Some(d) = deadline {
-            nap = nap.min(d - now);
-        }
-        if let Some(until) = until.filter(|u| *u > now) {
-            nap = nap.min(until - now);
-        }
-        sleep(nap);
-        sleep_us = (sleep_us * 2).min(MAX_SLEEP_US);
     };
-    if marked {
-        keylock::leave_waiters(hash);
-    }
+    queue::leave(hash);
     granted
 }
 
-/// Sleeps up to `us` microseconds on the latch, then serves interrupts (cancel, timeout). A
-/// client that hangs up ends the wait at once (the socket's close is one of the wake events),
-/// rather than leaving its backend waiting for a lease nobody will use.
-fn sleep(us: Timestamp) {
-    let ms = (us.max(0) + 999) / 1000;
+/// Sleeps on the latch until `until` (`None`: until woken), then serves interrupts (cancel,
+/// timeout). A client that hangs up ends the wait at once (the socket's close is one of the
+/// wake events), rather than leaving its backend waiting for a lease nobody will use.
+fn sleep_until(until: Option<Timestamp>) {
+    let timeout_ms = until.map(|u| ((u - now()).max(0) + 999) / 1000);
     // SAFETY: the standard latch wait of a backend; MyProcPort is null outside client backends.
     unsafe {
         let port = pg_sys::MyProcPort;
-        let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+        let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_EXIT_ON_PM_DEATH;
+        if timeout_ms.is_some() {
+            events |= pg_sys::WL_TIMEOUT;
+        }
         let sock = if port.is_null() {
             pg_sys::PGINVALID_SOCKET
         } else {
@@ -77,7 +75,7 @@ fn sleep(us: Timestamp) {
             pg_sys::MyLatch,
             events as i32,
             sock,
-            ms.max(1) as std::ffi::c_long,
+            timeout_ms.map_or(-1, |ms| ms.min(i64::from(i32::MAX))) as std::ffi::c_long,
             pg_sys::PG_WAIT_EXTENSION,
         );
         pg_sys::ResetLatch(pg_sys::MyLatch);

@@ -1,0 +1,90 @@
+//! Waiting for a heavyweight lock until a deadline. PostgreSQL's lock waits have no timeout
+//! argument, only the `lock_timeout` setting, which ends the wait with an ERROR. So a bounded
+//! wait runs in an internal subtransaction with `lock_timeout` set to the time left, and the
+//! timeout error is caught and rolled back (as a PL/pgSQL exception block would) — this path
+//! costs a subtransaction, but only for a caller that actually has to wait with a deadline.
+//! Unbounded waits run with `lock_timeout` off, so a session's own `lock_timeout` cannot cut a
+//! `wait => NULL` short; cancel and `statement_timeout` end every wait as usual.
+
+use crate::current::now;
+use crate::keylock;
+use crate::lease::Timestamp;
+use pgrx::pg_sys;
+use pgrx::{PgSqlErrorCode, PgTryBuilder};
+use std::ffi::CString;
+
+/// Sets a setting until `AtEOXact_GUC(.., level)` (the protocol of a function's SET clause).
+unsafe fn set_guc(name: &std::ffi::CStr, value: &str) {
+    let value = CString::new(value).expect("no NUL in a number");
+    // SAFETY: caller opened a GUC nest level.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
+/// While queued in the lock manager a backend does not watch its client socket; checking it
+/// every second (unless the session checks more often) ends a hung-up waiter's place in line.
+const CLIENT_CHECK_MS: &str = "1000";
+
+/// Takes `tag` in `mode` for this transaction, waiting no later than `deadline` (`None`: no
+/// limit). Whether it got the lock.
+pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestamp>) -> bool {
+    if keylock::acquire(tag, mode, false, false) {
+        return true;
+    }
+    let Some(deadline) = deadline else {
+        // SAFETY: GUC nest level opened and closed around the wait; an error restores it.
+        unsafe {
+            let level = pg_sys::NewGUCNestLevel();
+            set_guc(c"lock_timeout", "0");
+            if pg_sys::client_connection_check_interval == 0 {
+                set_guc(c"client_connection_check_interval", CLIENT_CHECK_MS);
+            }
+            keylock::acquire(tag, mode, false, true);
+            pg_sys::AtEOXact_GUC(true, level);
+        }
+        return true;
+    };
+    let left_ms = (deadline - now() + 999) / 1000;
+    if left_ms <= 0 {
+        return false;
+    }
+    // SAFETY: the subtransaction protocol of PL/pgSQL exception blocks: save the memory context
+    // and resource owner, and restore both after releasing or rolling back the subtransaction.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(context);
+        let level = pg_sys::NewGUCNestLevel();
+        set_guc(c"lock_timeout", &left_ms.min(i64::from(i32::MAX)).to_string());
+        if pg_sys::client_connection_check_interval == 0 {
+            set_guc(c"client_connection_check_interval", CLIENT_CHECK_MS);
+        }
+        let got = PgTryBuilder::new(|| {
+            keylock::acquire(tag, mode, false, true);
+            true
+        })
+        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
+        .execute();
+        if got {
+            pg_sys::AtEOXact_GUC(true, level);
+            pg_sys::ReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+        got
+    }
+}
