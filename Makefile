@@ -21,7 +21,10 @@ build: setup
 	cd extension && $(CARGO) build --release
 
 # Installs dlock.so, dlock.control and dlock--<version>.sql into the PostgreSQL of $(PG_CONFIG).
+# The old dlock.so is unlinked first: cargo-pgrx copies over it in place, which would pull the
+# code from under running backends of a live server.
 install: setup
+	rm -f "$$($(PG_CONFIG) --pkglibdir)/dlock.so"
 	cd extension && $(CARGO) pgrx install --release --pg-config $(PG_CONFIG)
 
 demo: install

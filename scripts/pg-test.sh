@@ -15,5 +15,8 @@ if [ "$(id -u)" = 0 ]; then
   rm -rf "$pgdata"; mkdir -p "$pgdata"; chown postgres: "$pgdata"
   runas=(--runas postgres --pgdata "$pgdata")
 fi
+# cargo-pgrx copies dlock.so over the installed one in place; unlink it so running backends
+# keep their code.
+rm -f "$("$PG_CONFIG" --pkglibdir)/dlock.so"
 cd extension
 cargo pgrx test pg15 "${runas[@]}"

@@ -14,6 +14,8 @@ pub enum DlockError {
     ForeignRole { action: &'static str },
     /// A function for `dlock_admin` members called by someone else (42501).
     NotAdmin { function: &'static str },
+    /// An unbounded wait for a lease bound to the waiting session itself (40P01).
+    SelfDeadlock,
 }
 
 impl From<ArgError> for DlockError {
@@ -59,6 +61,11 @@ impl DlockError {
                 ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!("dlock: permission denied to {action} a lease taken by another role"),
                 Some("A lease can be renewed or released only by the role that took it, or by a member of dlock_admin.".into()),
+            ),
+            DlockError::SelfDeadlock => (
+                ERRCODE_T_R_DEADLOCK_DETECTED,
+                "dlock: deadlock detected: the key is held by a lease bound to this same session".into(),
+                Some("Another owner string of this session holds it; release it first, or give the wait a limit.".into()),
             ),
             DlockError::NotAdmin { function } => (
                 ERRCODE_INSUFFICIENT_PRIVILEGE,

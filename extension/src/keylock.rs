@@ -116,6 +116,19 @@ pub fn unbind(fence: i64) {
     release(&tag(SPACE_BINDING, fence as u64), pg_sys::ExclusiveLock, true);
 }
 
+/// Waits until the session bound to `fence` lets the binding go (releases the lease or ends),
+/// no later than `deadline`; whether it did. While it waits, the lock manager knows whom it
+/// waits for, so a cycle of sessions waiting for each other's session-bound leases is found by
+/// PostgreSQL's deadlock detector (ERROR 40P01 after `deadlock_timeout`).
+pub fn await_unbind(fence: i64, deadline: Option<crate::lease::Timestamp>) -> bool {
+    let binding = tag(SPACE_BINDING, fence as u64);
+    let got = crate::lockwait::acquire_until(&binding, pg_sys::ShareLock, deadline);
+    if got {
+        release(&binding, pg_sys::ShareLock, false);
+    }
+    got
+}
+
 /// Whether some *other* session still holds the binding of this fence. (Our own bindings never
 /// conflict with us, so callers check those first, see `session::is_bound_here`.)
 pub fn bound_elsewhere(fence: i64) -> bool {

@@ -64,8 +64,19 @@ pub enum Acquire {
     /// The holder again: same fence, one more hold; `bind_session` when a TTL lease becomes
     /// session-bound (reentered with `ttl NULL`) and must be tied to the caller's session.
     Reenter { fence: i64, expires_at: Timestamp, bind_session: bool },
-    /// Held by someone else; `until` is when its TTL runs out (`None`: session-bound).
-    Busy { until: Option<Timestamp> },
+    /// Not now: held by someone else, or others queue for it first.
+    Busy(Blocker),
+}
+
+/// What a busy key waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocker {
+    /// A TTL lease, dead at this time unless renewed.
+    Expiry(Timestamp),
+    /// A session-bound lease: its release or the end of the session bound to this fence.
+    Session(i64),
+    /// Other sessions queue for the key first.
+    Queue,
 }
 
 /// What `dlock_renew` answers.
@@ -132,7 +143,7 @@ pub fn acquire(
 ) -> Acquire {
     let expires_at = expiry(now, ttl);
     match current {
-        Current::Free | Current::Dead if queue_ahead => Acquire::Busy { until: None },
+        Current::Free | Current::Dead if queue_ahead => Acquire::Busy(Blocker::Queue),
         Current::Free | Current::Dead => Acquire::Grant { expires_at },
         Current::Live(lease) if lease.owner == caller.owner && lease.role == caller.role => {
             Acquire::Reenter {
@@ -141,9 +152,11 @@ pub fn acquire(
                 bind_session: ttl.is_none() && !lease.is_session_bound(),
             }
         }
-        Current::Live(lease) => {
-            Acquire::Busy { until: (!lease.is_session_bound()).then_some(lease.expires_at) }
-        }
+        Current::Live(lease) => Acquire::Busy(if lease.is_session_bound() {
+            Blocker::Session(lease.fence)
+        } else {
+            Blocker::Expiry(lease.expires_at)
+        }),
     }
 }
 
@@ -210,8 +223,8 @@ mod tests {
     #[test]
     fn newcomers_do_not_barge_past_waiters_but_holders_reenter() {
         let c = caller("a", 1);
-        assert_eq!(acquire(Current::Free, &c, Some(5), NOW, true), Acquire::Busy { until: None });
-        assert_eq!(acquire(Current::Dead, &c, Some(5), NOW, true), Acquire::Busy { until: None });
+        assert_eq!(acquire(Current::Free, &c, Some(5), NOW, true), Acquire::Busy(Blocker::Queue));
+        assert_eq!(acquire(Current::Dead, &c, Some(5), NOW, true), Acquire::Busy(Blocker::Queue));
         let held = lease("a", 1, NOW + 100);
         assert!(matches!(acquire(Current::Live(&held), &c, Some(5), NOW, true), Acquire::Reenter { .. }));
     }
@@ -244,14 +257,14 @@ mod tests {
     #[test]
     fn live_lease_of_another_owner_or_role_is_busy() {
         let held = lease("a", 1, NOW + 100);
-        let busy = Acquire::Busy { until: Some(NOW + 100) };
+        let busy = Acquire::Busy(Blocker::Expiry(NOW + 100));
         assert_eq!(acquire(Current::Live(&held), &caller("b", 1), Some(5), NOW, false), busy);
         assert_eq!(acquire(Current::Live(&held), &caller("a", 2), Some(5), NOW, false), busy);
         let admin = Caller { admin: true, ..caller("a", 2) };
         assert_eq!(acquire(Current::Live(&held), &admin, Some(5), NOW, false), busy);
         let bound = lease("a", 1, INFINITY);
         let got = acquire(Current::Live(&bound), &caller("b", 1), Some(5), NOW, false);
-        assert_eq!(got, Acquire::Busy { until: None });
+        assert_eq!(got, Acquire::Busy(Blocker::Session(7)));
     }
 
     #[test]

@@ -75,6 +75,16 @@ pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestam
             true
         })
         .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
+        .catch_others(|error| {
+            // Any other error (cancel, statement_timeout, deadlock): end the subtransaction
+            // first, as PL/pgSQL does, so the error aborts the caller's transaction cleanly.
+            pg_sys::FlushErrorState();
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::CurrentResourceOwner = owner;
+            error.rethrow()
+        })
         .execute();
         if got {
             pg_sys::AtEOXact_GUC(true, level);

@@ -8,7 +8,7 @@ use crate::durability;
 use crate::error::DlockError;
 use crate::handoff;
 use crate::keylock::{self, key_hash};
-use crate::lease::{self, Acquire, Caller, Current, INFINITY, Release, Renew, Timestamp};
+use crate::lease::{self, Acquire, Blocker, Caller, Current, INFINITY, Release, Renew, Timestamp};
 use crate::queue;
 use crate::role;
 use crate::session;
@@ -16,8 +16,8 @@ use crate::spi;
 use crate::store;
 use crate::sweep;
 
-/// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise
-/// `Err(until)` with when the holder's TTL runs out (`None`: no TTL), key lock given back.
+/// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise what
+/// the key waits for, with the key lock given back.
 /// `waiting`: the caller already waits for this key (it is one of the queue, so others waiting
 /// do not stop it). A newcomer first tries the one-statement grant when nobody waits (the key
 /// is usually free then); waiters re-trying a busy key read first.
@@ -27,7 +27,7 @@ pub fn try_acquire(
     caller: &Caller,
     ttl: Option<Micros>,
     waiting: bool,
-) -> Result<i64, Option<Timestamp>> {
+) -> Result<i64, Blocker> {
     spi::connect(|spi| {
         let now = now();
         let expires_at = lease::expiry(now, ttl);
@@ -55,9 +55,9 @@ pub fn try_acquire(
                 }
                 Ok(fence)
             }
-            Acquire::Busy { until } => {
+            Acquire::Busy(blocker) => {
                 keylock::unlock_key(hash);
-                Err(until)
+                Err(blocker)
             }
         }
     })

@@ -12,10 +12,12 @@
 
 use crate::args::Micros;
 use crate::current::now;
+use crate::error::DlockError;
 use crate::keylock;
-use crate::lease::{Caller, Timestamp};
+use crate::lease::{Blocker, Caller, Timestamp};
 use crate::ops;
 use crate::queue;
+use crate::session;
 use pgrx::pg_sys;
 
 /// Acquires `key`, waiting up to `wait` (`None`: without limit). `None` when not granted.
@@ -36,14 +38,33 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         if !keylock::lock_key_until(hash, deadline) {
             break None;
         }
-        match ops::try_acquire(key, hash, caller, ttl, true) {
+        let blocker = match ops::try_acquire(key, hash, caller, ttl, true) {
             Ok(fence) => break Some(fence),
-            Err(expiry) => {
-                if deadline.is_some_and(|d| now() >= d) {
-                    break None;
-                }
-                sleep_until([deadline, expiry].into_iter().flatten().min());
+            Err(blocker) => blocker,
+        };
+        let now = now();
+        if deadline.is_some_and(|d| now >= d) {
+            break None;
+        }
+        match blocker {
+            Blocker::Expiry(expiry) => sleep_until([deadline, Some(expiry)].into_iter().flatten().min()),
+            // Wait in the lock manager for the holder's session (deadlock-checked), in slices a
+            // little longer than deadlock_timeout: a force release leaves the binding in place,
+            // so a slice ending is what notices it.
+            // Held by this very session under another owner string: only a force release can
+            // end that, so wait for its wake-up; without a deadline that is a deadlock.
+            Blocker::Session(fence) if session::is_bound_here(fence) => match deadline {
+                Some(_) => sleep_until(deadline),
+                None => DlockError::SelfDeadlock.raise("dlock_acquire"),
+            },
+            Blocker::Session(fence) => {
+                // SAFETY: reads a setting.
+                let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + 500_000;
+                let slice_end = now.saturating_add(slice_us);
+                keylock::await_unbind(fence, Some(deadline.map_or(slice_end, |d| d.min(slice_end))));
             }
+            // Only a newcomer sees a queue ahead; the head never does.
+            Blocker::Queue => sleep_until(deadline),
         }
     };
     queue::leave(hash);
