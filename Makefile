@@ -9,7 +9,7 @@ BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
 export PG_CONFIG PGRX_VERSION BUILD
 
-.PHONY: all setup build install demo test test-unit test-pg test-regress test-integration \
+.PHONY: all setup build install demo test test-unit test-pg test-regress test-isolation test-integration \
         bench-sql fmt lint clean
 
 all: build
@@ -30,7 +30,7 @@ install: setup
 demo: install
 	@bash scripts/demo.sh
 
-test: test-unit test-pg test-regress test-integration
+test: test-unit test-pg test-regress test-isolation test-integration
 	@echo "make test: all suites passed"
 
 # Plain Rust unit tests (no PostgreSQL needed).
@@ -44,6 +44,10 @@ test-pg: setup
 # pg_regress expected-output tests (sql/*.sql -> sql/expected/*.out) against a temp cluster.
 test-regress: install
 	@bash scripts/regress.sh
+
+# Isolation specs (sql/isolation/specs -> sql/isolation/expected) run by pg_isolation_regress.
+test-isolation: install
+	@bash scripts/isolation.sh
 
 # Multi-session integration tests (tests/) against a throwaway cluster they start themselves.
 test-integration: install

@@ -22,6 +22,9 @@ const KEPT_MARKER: &str = "KEPT";
 const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The cluster shared by the tests of one binary; stopped at exit by `stop_shared_cluster`.
 static SHARED: OnceLock<Cluster> = OnceLock::new();
+/// Further shared clusters of one binary, by name (`Cluster::shared_named`); stopped at exit by
+/// `stop_named_clusters`.
+static NAMED: Mutex<Vec<(&'static str, &'static Cluster)>> = Mutex::new(Vec::new());
 
 /// A PostgreSQL cluster in `<workspace>/build/test-clusters/<name>-<n>-<pid>`.
 ///
@@ -51,6 +54,26 @@ impl Cluster {
             }
             cluster
         })
+    }
+
+    /// A further cluster shared by the tests of this test binary that ask for `name`, started on
+    /// first use with `conf` lines appended to its `postgresql.conf` (later calls' `conf` is
+    /// ignored), and stopped when the binary exits, like `shared()`. For running the same tests
+    /// on a differently configured server (e.g. with `shared_preload_libraries`).
+    pub fn shared_named(name: &'static str, conf: &[&str]) -> &'static Cluster {
+        let mut named = NAMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, cluster)) = named.iter().find(|(n, _)| *n == name) {
+            return cluster;
+        }
+        let cluster: &'static Cluster = Box::leak(Box::new(Cluster::start_new(name, conf)));
+        if named.is_empty() {
+            // SAFETY: registers a plain `extern "C" fn` that takes no arguments.
+            unsafe {
+                libc::atexit(stop_named_clusters);
+            }
+        }
+        named.push((name, cluster));
+        cluster
     }
 
     /// Starts a new cluster of its own (for tests that crash or restart the server).
@@ -198,6 +221,14 @@ impl Drop for Cluster {
 /// `atexit` handler: the shared cluster is a `static`, which Rust never drops.
 extern "C" fn stop_shared_cluster() {
     if let Some(cluster) = SHARED.get() {
+        let _ = std::panic::catch_unwind(|| cluster.shut_down());
+    }
+}
+
+/// `atexit` handler for the clusters of `Cluster::shared_named` (leaked, so never dropped).
+extern "C" fn stop_named_clusters() {
+    let named = NAMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (_, cluster) in named.iter() {
         let _ = std::panic::catch_unwind(|| cluster.shut_down());
     }
 }

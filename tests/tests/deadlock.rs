@@ -29,7 +29,11 @@ async fn waiting_for_each_others_session_bound_leases_ends_one_side_with_40p01()
         Either::Left((attempt, b_waits)) => (attempt.unwrap(), b_waits, k1.clone()),
         Either::Right((attempt, a_waits)) => (attempt.unwrap(), a_waits, k2.clone()),
     };
-    assert!(started.elapsed() < Duration::from_secs(10), "the cycle was broken after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the cycle was broken after {:?}",
+        started.elapsed()
+    );
     expect_sqlstate(victim.result, &SqlState::T_R_DEADLOCK_DETECTED, "the victim of the cycle");
     assert!(!survivor.is_finished(), "the other side still waits: only one victim");
 
