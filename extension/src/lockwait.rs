@@ -33,7 +33,29 @@ unsafe fn set_guc(name: &std::ffi::CStr, value: &str) {
 
 /// While queued in the lock manager a backend does not watch its client socket; checking it
 /// every second (unless the session checks more often) ends a hung-up waiter's place in line.
-const CLIENT_CHECK_MS: &str = "1000";
+const CLIENT_CHECK_MS: i32 = 1000;
+
+// utils/timeout.h, which pgrx does not bind.
+const CLIENT_CONNECTION_CHECK_TIMEOUT: std::ffi::c_int = 10;
+unsafe extern "C-unwind" {
+    fn enable_timeout_after(id: std::ffi::c_int, delay_ms: std::ffi::c_int);
+    fn get_timeout_active(id: std::ffi::c_int) -> bool;
+}
+
+/// Turns on the client connection check for the coming wait, if the session has none. Setting
+/// `client_connection_check_interval` alone is not enough mid-statement: PostgreSQL arms its
+/// timer when a command starts, so arm it here; it re-arms itself while the setting is on.
+unsafe fn watch_client() {
+    // SAFETY: caller opened a GUC nest level; the timeout module is initialised in backends.
+    unsafe {
+        if pg_sys::client_connection_check_interval == 0 && !pg_sys::MyProcPort.is_null() {
+            set_guc(c"client_connection_check_interval", &CLIENT_CHECK_MS.to_string());
+            if !get_timeout_active(CLIENT_CONNECTION_CHECK_TIMEOUT) {
+                enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, CLIENT_CHECK_MS);
+            }
+        }
+    }
+}
 
 /// Takes `tag` in `mode` for this transaction, waiting no later than `deadline` (`None`: no
 /// limit). Whether it got the lock.
@@ -46,9 +68,7 @@ pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestam
         unsafe {
             let level = pg_sys::NewGUCNestLevel();
             set_guc(c"lock_timeout", "0");
-            if pg_sys::client_connection_check_interval == 0 {
-                set_guc(c"client_connection_check_interval", CLIENT_CHECK_MS);
-            }
+            watch_client();
             keylock::acquire(tag, mode, false, true);
             pg_sys::AtEOXact_GUC(true, level);
         }
@@ -67,9 +87,7 @@ pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestam
         pg_sys::MemoryContextSwitchTo(context);
         let level = pg_sys::NewGUCNestLevel();
         set_guc(c"lock_timeout", &left_ms.min(i64::from(i32::MAX)).to_string());
-        if pg_sys::client_connection_check_interval == 0 {
-            set_guc(c"client_connection_check_interval", CLIENT_CHECK_MS);
-        }
+        watch_client();
         let got = PgTryBuilder::new(|| {
             keylock::acquire(tag, mode, false, true);
             true

@@ -35,6 +35,9 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         return None;
     }
     let granted = loop {
+        // Never hand a lease to a client that hung up while it waited: it would sit unused
+        // until its TTL ran out.
+        ensure_client_connected();
         if !keylock::lock_key_until(hash, deadline) {
             break None;
         }
@@ -48,15 +51,15 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         }
         match blocker {
             Blocker::Expiry(expiry) => sleep_until([deadline, Some(expiry)].into_iter().flatten().min()),
-            // Wait in the lock manager for the holder's session (deadlock-checked), in slices a
-            // little longer than deadlock_timeout: a force release leaves the binding in place,
-            // so a slice ending is what notices it.
             // Held by this very session under another owner string: only a force release can
             // end that, so wait for its wake-up; without a deadline that is a deadlock.
             Blocker::Session(fence) if session::is_bound_here(fence) => match deadline {
                 Some(_) => sleep_until(deadline),
                 None => DlockError::SelfDeadlock.raise("dlock_acquire"),
             },
+            // Wait in the lock manager for the holder's session (deadlock-checked), in slices a
+            // little longer than deadlock_timeout: a force release leaves the binding in place,
+            // so a slice ending is what notices it.
             Blocker::Session(fence) => {
                 // SAFETY: reads a setting.
                 let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + 500_000;
@@ -71,40 +74,60 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
     granted
 }
 
-/// Sleeps on the latch until `until` (`None`: until woken), then serves interrupts (cancel,
-/// timeout). A client that hangs up ends the wait at once (the socket's close is one of the
-/// wake events), rather than leaving its backend waiting for a lease nobody will use.
-fn sleep_until(until: Option<Timestamp>) {
-    let timeout_ms = until.map(|u| ((u - now()).max(0) + 999) / 1000);
-    // SAFETY: the standard latch wait of a backend; MyProcPort is null outside client backends.
+/// The client's socket, if this backend serves a client.
+fn client_socket() -> Option<pg_sys::pgsocket> {
+    // SAFETY: MyProcPort is null outside client backends; `sock` is the first field of
+    // libpq-be.h's `struct Port` (opaque to pgrx).
     unsafe {
         let port = pg_sys::MyProcPort;
-        let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_EXIT_ON_PM_DEATH;
-        if timeout_ms.is_some() {
-            events |= pg_sys::WL_TIMEOUT;
-        }
-        let sock = if port.is_null() {
-            pg_sys::PGINVALID_SOCKET
-        } else {
-            if pg_sys::WaitEventSetCanReportClosed() {
-                events |= pg_sys::WL_SOCKET_CLOSED;
-            }
-            // `sock` is the first field of libpq-be.h's `struct Port` (opaque to pgrx).
-            *(port as *const pg_sys::pgsocket)
-        };
+        (!port.is_null() && pg_sys::WaitEventSetCanReportClosed()).then(|| *(port as *const pg_sys::pgsocket))
+    }
+}
+
+/// Waits for the latch, the client hanging up, or `timeout_ms` (`None`: no limit); then serves
+/// interrupts. A hung-up client ends the backend as `client_connection_check_interval` would
+/// (FATAL "connection to client lost").
+fn wait_for_events(latch: bool, timeout_ms: Option<i64>) {
+    let socket = client_socket();
+    let mut events = pg_sys::WL_EXIT_ON_PM_DEATH;
+    if latch {
+        events |= pg_sys::WL_LATCH_SET;
+    }
+    if timeout_ms.is_some() {
+        events |= pg_sys::WL_TIMEOUT;
+    }
+    if socket.is_some() {
+        events |= pg_sys::WL_SOCKET_CLOSED;
+    }
+    // SAFETY: the standard latch wait of a backend.
+    unsafe {
         let fired = pg_sys::WaitLatchOrSocket(
             pg_sys::MyLatch,
             events as i32,
-            sock,
-            timeout_ms.map_or(-1, |ms| ms.min(i64::from(i32::MAX))) as std::ffi::c_long,
+            socket.unwrap_or(pg_sys::PGINVALID_SOCKET),
+            timeout_ms.map_or(-1, |ms| ms.clamp(0, i64::from(i32::MAX))) as std::ffi::c_long,
             pg_sys::PG_WAIT_EXTENSION,
         );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
+        if latch {
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
         if fired & pg_sys::WL_SOCKET_CLOSED as i32 != 0 {
-            // What client_connection_check_interval does: FATAL "connection to client lost".
             pg_sys::ClientConnectionLost = 1;
             pg_sys::InterruptPending = 1;
         }
     }
     pg_sys::check_for_interrupts!();
+}
+
+/// Sleeps on the latch until `until` (`None`: until woken); a client that hangs up ends the
+/// wait at once rather than leaving its backend waiting for a lease nobody will use.
+fn sleep_until(until: Option<Timestamp>) {
+    wait_for_events(true, until.map(|u| ((u - now()).max(0) + 999) / 1000));
+}
+
+/// Ends the backend now if its client hung up (a zero-timeout look at the socket).
+fn ensure_client_connected() {
+    if client_socket().is_some() {
+        wait_for_events(false, Some(0));
+    }
 }

@@ -1,0 +1,77 @@
+//! A waiter whose client hangs up leaves at once and is never handed a lease it cannot use: a
+//! head checks its client's socket before every grant, and sleeps with the socket's close as
+//! one of its wake events.
+
+use std::time::Duration;
+
+use dlock_tests::{Cluster, NoTls, eventually, key, owner, wait_for_waiters};
+use tokio::task::JoinHandle;
+
+/// Starts `dlock_acquire(key, owner, '30s', '30s')` on a connection of its own and returns the
+/// backend pid and the task driving the connection: aborting that task closes the socket
+/// mid-call, as a client that crashes or loses its network would.
+async fn waiting_client(cluster: &Cluster, key: &str, owner: &str) -> (i32, JoinHandle<()>) {
+    let mut config = tokio_postgres::Config::new();
+    config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
+    let (client, connection) = config.connect(NoTls).await.expect("connect");
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let (key, owner) = (key.to_string(), owner.to_string());
+    tokio::spawn(async move {
+        let _ = client.query_one("SELECT dlock_acquire($1, $2, '30s', '30s')", &[&key, &owner]).await;
+    });
+    (pid, driver)
+}
+
+#[tokio::test]
+async fn a_head_whose_client_hung_up_is_never_granted() {
+    const T: &str = "a_head_whose_client_hung_up_is_never_granted";
+    let cluster = Cluster::shared();
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let k = key(T, "k");
+    let o = owner(T, "holder");
+    holder.try_acquire(&k, &o, "30s").await.unwrap().unwrap();
+
+    let (waiter_pid, connection) = waiting_client(cluster, &k, &owner(T, "gone")).await;
+    wait_for_waiters(&observer, &k, 1).await;
+    connection.abort(); // the client's socket closes mid-wait
+
+    eventually(Duration::from_millis(500), "the waiter's backend ends at once", || async {
+        let alive: bool = observer
+            .query_one("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", &[&waiter_pid])
+            .await
+            .unwrap()
+            .get(0);
+        !alive
+    })
+    .await;
+    assert_eq!(observer.waiters(&k).await.unwrap(), 0);
+    assert!(holder.release(&k, &o).await.unwrap());
+    let taken = observer.try_acquire(&k, &owner(T, "next"), "30s").await.unwrap();
+    assert!(taken.is_some(), "no lease was handed to the client that hung up");
+}
+
+#[tokio::test]
+async fn a_queued_waiter_whose_client_hung_up_leaves_the_queue() {
+    const T: &str = "a_queued_waiter_whose_client_hung_up_leaves_the_queue";
+    let cluster = Cluster::shared();
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let k = key(T, "k");
+    let o = owner(T, "holder");
+    holder.try_acquire(&k, &o, "30s").await.unwrap().unwrap();
+
+    let head = cluster.connect().await.spawn_acquire(&k, &owner(T, "head"), Some("30s"), Some("30s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    let (_, queued) = waiting_client(cluster, &k, &owner(T, "queued")).await;
+    wait_for_waiters(&observer, &k, 2).await;
+    queued.abort();
+    // A queued waiter notices within client_connection_check_interval (1 s while queued).
+    wait_for_waiters(&observer, &k, 1).await;
+
+    assert!(holder.release(&k, &o).await.unwrap());
+    let granted =
+        tokio::time::timeout(Duration::from_secs(2), head).await.expect("the head is granted").unwrap();
+    assert!(granted.result.unwrap().is_some());
+}
