@@ -70,7 +70,12 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
             Blocker::Queue => sleep_until(deadline),
         }
     };
-    queue::leave(hash);
+    // Granted: stay at the head until this transaction ends (its commit lets the queue lock go),
+    // so the next in line wakes after the grant is durable, not in the middle of its WAL flush.
+    // Not granted: leave at once.
+    if granted.is_none() {
+        queue::leave(hash);
+    }
     granted
 }
 
