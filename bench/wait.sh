@@ -58,12 +58,6 @@ stop_all() {
   stop_redis
 }
 
-fresh_cluster() {
-  bash "$cluster_sh" stop "$1" fast
-  if [ -L "$1" ]; then rm -rf "$(readlink -f "$1")"; fi
-  rm -rf "$1"
-}
-
 # Starts a cluster with durable defaults plus "$@"; prints its port.
 start_cluster() {
   local dir=$1
@@ -84,8 +78,8 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-fresh_cluster "$main_cluster"
-fresh_cluster "$preload_cluster"
+bash "$cluster_sh" destroy "$main_cluster"
+bash "$cluster_sh" destroy "$preload_cluster"
 trap stop_all EXIT
 main_port=$(start_cluster "$main_cluster")
 preload_port=$(start_cluster "$preload_cluster" "shared_preload_libraries = 'dlock'")

@@ -4,6 +4,7 @@
 #   scripts/cluster.sh start DIR [postgresql.conf lines...]   initdb (if new) and start
 #   scripts/cluster.sh stop DIR [fast|immediate]                stop
 #   scripts/cluster.sh env DIR                                  print PGHOST/PGPORT/PGUSER exports
+#   scripts/cluster.sh destroy DIR                              stop it and remove it (data too)
 #
 # The cluster lives in DIR, listens on a unix socket in DIR and on 127.0.0.1 at a free port,
 # and runs as the `postgres` user when we are root (initdb refuses root).
@@ -66,6 +67,11 @@ stop)
   if [ -f "$dir/data/postmaster.pid" ]; then
     as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
   fi
+  ;;
+destroy)
+  "$0" stop "$dir" immediate
+  if [ -L "$dir" ]; then rm -rf "$(readlink -f "$dir")"; fi
+  rm -rf "$dir"
   ;;
 env)
   dir=$(readlink -f "$dir")

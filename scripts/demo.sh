@@ -11,14 +11,7 @@ cluster_sh="$root/scripts/cluster.sh"
 
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 
-# Start from an empty cluster so the story is the same on every run.
-fresh_cluster() {
-  stop_cluster
-  if [ -L "$cluster" ]; then rm -rf "$(readlink -f "$cluster")"; fi
-  rm -rf "$cluster"
-}
-
-fresh_cluster
+bash "$cluster_sh" destroy "$cluster"
 trap stop_cluster EXIT
 # The server must not inherit RUST_BACKTRACE: pgrx would append a Rust backtrace to the
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).

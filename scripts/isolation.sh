@@ -14,9 +14,7 @@ cluster_sh="$root/scripts/cluster.sh"
 out="$BUILD/isolation"
 
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
-stop_cluster
-if [ -L "$cluster" ]; then rm -rf "$(readlink -f "$cluster")"; fi
-rm -rf "$cluster"
+bash "$cluster_sh" destroy "$cluster"
 trap stop_cluster EXIT
 eval "$(bash "$cluster_sh" start "$cluster")"
 

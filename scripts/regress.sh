@@ -16,12 +16,6 @@ out="$BUILD/regress"
 
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 
-# Start from an empty cluster: tests create roles, which are cluster-wide.
-fresh_cluster() {
-  stop_cluster
-  if [ -L "$cluster" ]; then rm -rf "$(readlink -f "$cluster")"; fi
-  rm -rf "$cluster"
-}
 
 tests=()
 for file in "$root"/sql/*.sql; do
@@ -32,7 +26,7 @@ if [ ${#tests[@]} -eq 0 ]; then
   exit 2
 fi
 
-fresh_cluster
+bash "$cluster_sh" destroy "$cluster"
 trap stop_cluster EXIT
 # The server must not inherit RUST_BACKTRACE: pgrx would append a Rust backtrace to the
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).

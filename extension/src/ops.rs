@@ -30,12 +30,18 @@ pub fn try_acquire(
 ) -> Result<i64, Blocker> {
     spi::connect(|spi| {
         let now = now();
-        let expires_at = lease::expiry(now, ttl);
+        let new = store::NewLease {
+            key,
+            owner: caller.owner,
+            role: caller.role,
+            acquired_at: now,
+            expires_at: lease::expiry(now, ttl),
+            holder_pid: my_pid(),
+        };
         let queue_ahead = !waiting && queue::is_occupied(hash);
         if !waiting
             && !queue_ahead
-            && let Some(fence) =
-                store::try_grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid())
+            && let Some(fence) = store::try_grant(spi, &new)
         {
             granted(spi, fence, hash, ttl, now);
             return Ok(fence);
@@ -43,7 +49,7 @@ pub fn try_acquire(
         let row = store::read(spi, key);
         match lease::acquire(classify(row.as_ref(), now), caller, ttl, now, queue_ahead) {
             Acquire::Grant { .. } => {
-                let fence = store::grant(spi, key, caller.owner, caller.role, now, expires_at, my_pid());
+                let fence = store::grant(spi, &new);
                 granted(spi, fence, hash, ttl, now);
                 Ok(fence)
             }

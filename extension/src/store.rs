@@ -127,35 +127,36 @@ pub fn read(spi: &Spi, key: &str) -> Option<Lease> {
     spi.query(&READ, &[arg(key)], |row| lease_from(row, 1)).pop()
 }
 
-/// Writes a new lease for `key` (inserting or replacing a dead row); returns its fence.
-pub fn grant(
-    spi: &Spi,
-    key: &str,
-    owner: &str,
-    role: u32,
-    now: Timestamp,
-    expires_at: Timestamp,
-    pid: i32,
-) -> i64 {
-    let args = [arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(expires_at), arg(pid)];
-    spi.query(&GRANT, &args, |row| row.get::<i64>(1))
-        .pop()
-        .flatten()
-        .expect("INSERT .. RETURNING gave a fence")
+/// A lease about to be written by a grant.
+pub struct NewLease<'a> {
+    pub key: &'a str,
+    pub owner: &'a str,
+    pub role: u32,
+    pub acquired_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub holder_pid: i32,
 }
 
-/// Grants `key` if it has no row; the fence, or `None` when there is one.
-pub fn try_grant(
-    spi: &Spi,
-    key: &str,
-    owner: &str,
-    role: u32,
-    now: Timestamp,
-    expires_at: Timestamp,
-    pid: i32,
-) -> Option<i64> {
-    let args = [arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(expires_at), arg(pid)];
-    spi.query(&TRY_GRANT, &args, |row| row.get::<i64>(1)).pop().flatten()
+fn write(spi: &Spi, stmt: &'static Statement, new: &NewLease) -> Option<i64> {
+    let args = [
+        arg(new.key),
+        arg(new.owner),
+        arg(Oid::from(new.role)),
+        arg(new.acquired_at),
+        arg(new.expires_at),
+        arg(new.holder_pid),
+    ];
+    spi.query(stmt, &args, |row| row.get::<i64>(1)).pop().flatten()
+}
+
+/// Writes a new lease (inserting, or replacing a dead row); returns its fence.
+pub fn grant(spi: &Spi, new: &NewLease) -> i64 {
+    write(spi, &GRANT, new).expect("INSERT .. RETURNING gave a fence")
+}
+
+/// Writes a new lease if its key has no row; the fence, or `None` when there is one.
+pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
+    write(spi, &TRY_GRANT, new)
 }
 
 /// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
