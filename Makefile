@@ -49,9 +49,10 @@ test-regress: install
 test-isolation: install
 	@bash scripts/isolation.sh
 
-# Multi-session integration tests (tests/) against a throwaway cluster they start themselves.
+# Multi-session integration tests (tests/) and the Rust client's (client/tests/) against
+# throwaway clusters they start themselves.
 test-integration: install
-	$(CARGO) test -p dlock-tests --no-fail-fast -- --test-threads=4
+	$(CARGO) test -p dlock-tests -p dlock --no-fail-fast -- --test-threads=4
 
 bench-sql: install
 	@bash bench/sql.sh

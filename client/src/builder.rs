@@ -1,0 +1,174 @@
+//! Describing a lock (ttl, wait, watchdog) and taking it: one `dlock_acquire` statement.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use deadpool_postgres::Object;
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::guard::{Guard, LeaseState};
+use crate::sql;
+
+/// The ttl of a lease unless [`LockBuilder::ttl`] says otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// How long an acquire may wait for the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Answer at once (`wait => 0`).
+    No,
+    /// Wait on the server up to this long.
+    Up(Duration),
+    /// Wait without limit (`wait => NULL`).
+    Forever,
+}
+
+/// A lock being described: `client.lock("key").ttl(..).wait(..).acquire().await`.
+///
+/// Nothing happens until [`acquire`](Self::acquire) or [`try_acquire`](Self::try_acquire).
+#[derive(Debug, Clone)]
+#[must_use = "a lock builder does nothing until acquire() or try_acquire()"]
+pub struct LockBuilder {
+    client: Client,
+    key: String,
+    /// `None`: session-bound.
+    ttl: Option<Duration>,
+    wait: Wait,
+    watchdog: bool,
+    renew_every: Option<Duration>,
+}
+
+impl LockBuilder {
+    pub(crate) fn new(client: Client, key: String) -> LockBuilder {
+        LockBuilder { client, key, ttl: Some(DEFAULT_TTL), wait: Wait::No, watchdog: true, renew_every: None }
+    }
+
+    /// The lease's time to live (default 30 s): it ends by itself this long after the last
+    /// grant or renewal, if the holder dies. Undoes [`session_bound`](Self::session_bound).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// A session-bound lease (`ttl NULL`): it never expires, and ends when released or when
+    /// its session ends. The guard keeps the pooled connection that took it for its whole life
+    /// (that session *is* the lease), so no watchdog is needed — and none watches it: its
+    /// [`lost`](Guard::lost) token fires only when [`Guard::renew`] finds the lease gone.
+    pub fn session_bound(mut self) -> Self {
+        self.ttl = None;
+        self
+    }
+
+    /// Wait up to `wait` for the key if another owner holds it (the server does the waiting,
+    /// in arrival order). [`acquire`](Self::acquire) then fails with [`Error::Timeout`] when
+    /// it elapses. Default: no wait.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait) };
+        self
+    }
+
+    /// Wait for the key without limit (until cancelled, `statement_timeout`, or disconnect).
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = Wait::Forever;
+        self
+    }
+
+    /// Whether a background task renews the lease while the guard lives (default: on). Off
+    /// gives a fixed lease that ends at its ttl unless [`Guard::renew`] is called; either way
+    /// the guard's [`lost`](Guard::lost) token fires when the lease runs out.
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// How often the watchdog renews (default: a third of the ttl, so two renewals can fail
+    /// before the lease runs out). Turns the watchdog on.
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.watchdog = true;
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// The key this builder locks.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Takes the lock: a [`Guard`], or [`Error::NotAcquired`] when another owner holds the key
+    /// and no wait was set, or [`Error::Timeout`] when the wait elapsed.
+    pub async fn acquire(self) -> Result<Guard, Error> {
+        let waited = self.wait != Wait::No;
+        match self.try_acquire().await? {
+            Some(guard) => Ok(guard),
+            None if waited => Err(Error::Timeout),
+            None => Err(Error::NotAcquired),
+        }
+    }
+
+    /// Takes the lock if it can (within the wait, if one was set): `None` when another owner
+    /// keeps the key.
+    ///
+    /// Dropping this future mid-wait closes its connection instead of returning it to the
+    /// pool: the server then drops the waiter and never grants to it (a grant that had already
+    /// committed ends by its ttl, or at once for a session-bound lease).
+    pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
+        let mut connection = InFlight(Some(self.client.pool.get().await?));
+        let ttl = self.ttl.map(|t| t.as_secs_f64());
+        let wait = match self.wait {
+            Wait::No => Some(0.0),
+            Wait::Up(wait) => Some(wait.as_secs_f64()),
+            Wait::Forever => None,
+        };
+        let sent = Instant::now();
+        let answer = async {
+            let statement = connection.get().prepare_cached(sql::ACQUIRE).await?;
+            connection.get().query_one(&statement, &[&self.key, &&*self.client.owner, &ttl, &wait]).await
+        }
+        .await;
+        // An answer, even an error, means the statement is over: the connection is reusable.
+        let object = connection.finish();
+        let row = answer?;
+        let Some(fence) = row.try_get::<_, Option<i64>>(0)? else {
+            return Ok(None);
+        };
+        let expires_at: Option<SystemTime> = row.try_get(1)?;
+        let server_elapsed: f64 = row.try_get(2)?;
+        // A local deadline no later than the server's expiry: the server's grant happened at
+        // most `server_elapsed` after it received the statement, which was after `sent`.
+        let deadline = self.ttl.map(|ttl| sent + Duration::from_secs_f64(server_elapsed.max(0.0)) + ttl);
+        tracing::debug!(key = %self.key, fence, "dlock: acquired");
+        let state = LeaseState::new(self.client.clone(), self.key, fence, self.ttl, expires_at, deadline);
+        let renew_every = match (self.ttl, self.watchdog) {
+            (Some(ttl), true) => Some(self.renew_every.unwrap_or(ttl / 3)),
+            _ => None,
+        };
+        // Session-bound: the connection is the lease's session and stays with the guard.
+        let session = if self.ttl.is_none() { Some(object) } else { None };
+        Ok(Some(Guard::new(state, session, renew_every)))
+    }
+}
+
+/// A pooled connection with a statement in flight: if the future owning it is dropped before
+/// the answer arrived, the connection is closed rather than pooled, so the server notices the
+/// hang-up and forgets the waiter (and a session-bound grant with it).
+struct InFlight(Option<Object>);
+
+impl InFlight {
+    fn get(&mut self) -> &mut Object {
+        self.0.as_mut().expect("connection taken")
+    }
+
+    /// The answer arrived: the connection is an ordinary pooled one again.
+    fn finish(mut self) -> Object {
+        self.0.take().expect("connection taken")
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(object) = self.0.take() {
+            // Detached from the pool; dropping the client closes the connection.
+            drop(Object::take(object));
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The one error type of the client, and the single place where SQLSTATEs are mapped to it.
+
+use std::fmt;
+
+use tokio_postgres::error::SqlState;
+
+/// Everything that can go wrong when taking, keeping or giving back a lock.
+///
+/// Server errors keep the server's SQLSTATE, message, detail and hint ([`ServerMessage`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server refused an argument (SQLSTATE 22023 or 22004): empty or over-long key or owner,
+    /// ttl ≤ 0 or above `dlock.max_ttl`, negative wait.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(ServerMessage),
+    /// The role may not do this (SQLSTATE 42501): another role's lease, or a force release by a
+    /// role that is not a `dlock_admin` member.
+    #[error("permission denied: {0}")]
+    PermissionDenied(ServerMessage),
+    /// The statement was cancelled or ran into `statement_timeout` (SQLSTATE 57014); a cancelled
+    /// wait leaves no trace on the server.
+    #[error("cancelled: {0}")]
+    Cancelled(ServerMessage),
+    /// PostgreSQL's deadlock detector chose this waiter (SQLSTATE 40P01): give up leases and retry.
+    #[error("deadlock: {0}")]
+    Deadlock(ServerMessage),
+    /// Any other error the server raised.
+    #[error("server error: {0}")]
+    Database(ServerMessage),
+    /// No usable connection: connecting, the pool, or the connection broke mid-call.
+    #[error("connection: {message}")]
+    Connection {
+        /// What happened, for people.
+        message: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The connection string could not be understood.
+    #[error("bad connection configuration: {0}")]
+    Config(String),
+    /// The wait elapsed before the key became free.
+    #[error("timed out waiting for the lock")]
+    Timeout,
+    /// A try without waiting found the key held by another owner.
+    #[error("the lock is held by another owner")]
+    NotAcquired,
+    /// The lease was lost (expired, force-released, or could not be renewed) while it was in use.
+    #[error("the lease was lost")]
+    LockLost,
+}
+
+/// What the server said about an error: SQLSTATE, message, and the optional detail and hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerMessage {
+    /// The five-character SQLSTATE, e.g. `22023`.
+    pub code: String,
+    /// The primary message.
+    pub message: String,
+    /// The DETAIL line, if any.
+    pub detail: Option<String>,
+    /// The HINT line, if any.
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for ServerMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (SQLSTATE {})", self.message, self.code)?;
+        if let Some(detail) = &self.detail {
+            write!(f, "; detail: {detail}")?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "; hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    /// The SQLSTATE of a server error, if this is one.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            Error::InvalidArgument(m)
+            | Error::PermissionDenied(m)
+            | Error::Cancelled(m)
+            | Error::Deadlock(m)
+            | Error::Database(m) => Some(&m.code),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed: connection trouble, but not a refusal.
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, Error::Connection { .. })
+    }
+
+    fn connection(message: String, source: Box<dyn std::error::Error + Send + Sync>) -> Error {
+        Error::Connection { message, source: Some(source) }
+    }
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let Some(db) = e.as_db_error() else {
+            // No SQLSTATE: I/O, a closed connection, a protocol error.
+            return Error::connection(e.to_string(), Box::new(e));
+        };
+        let message = ServerMessage {
+            code: db.code().code().to_string(),
+            message: db.message().to_string(),
+            detail: db.detail().map(str::to_string),
+            hint: db.hint().map(str::to_string),
+        };
+        let code = db.code();
+        if *code == SqlState::INVALID_PARAMETER_VALUE || *code == SqlState::NULL_VALUE_NOT_ALLOWED {
+            Error::InvalidArgument(message)
+        } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+            Error::PermissionDenied(message)
+        } else if *code == SqlState::QUERY_CANCELED {
+            Error::Cancelled(message)
+        } else if *code == SqlState::T_R_DEADLOCK_DETECTED {
+            Error::Deadlock(message)
+        } else if is_connection_class(code.code()) {
+            // Class 08 (connection exception), 28 (authorization), 57P (shutdown, terminated
+            // backend): the session is gone or never was; retrying on a new one may work.
+            Error::connection(message.to_string(), Box::new(e))
+        } else {
+            Error::Database(message)
+        }
+    }
+}
+
+fn is_connection_class(code: &str) -> bool {
+    code.starts_with("08") || code.starts_with("28") || code.starts_with("57P")
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => Error::from(e),
+            other => Error::connection(format!("connection pool: {other}"), Box::new(other)),
+        }
+    }
+}
