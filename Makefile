@@ -9,7 +9,7 @@ BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
 export PG_CONFIG PGRX_VERSION BUILD
 
-.PHONY: all setup build install demo test test-unit test-pg test-regress test-isolation test-integration \
+.PHONY: all setup build install cli demo test test-unit test-pg test-regress test-isolation test-integration \
         bench-sql bench-wait fmt lint clean
 
 all: build
@@ -20,12 +20,20 @@ setup:
 build: setup
 	cd extension && $(CARGO) build --release
 
+# The `dlock` command-line tool: target/release/dlock (copy it onto your PATH).
+cli:
+	$(CARGO) build --release -p dlock --features cli --bin dlock
+
 # Installs dlock.so, dlock.control and dlock--<version>.sql into the PostgreSQL of $(PG_CONFIG).
-# The old dlock.so is unlinked first: cargo-pgrx copies over it in place, which would pull the
-# code from under running backends of a live server.
+# The old dlock.so is moved aside first (and back if the build fails): cargo-pgrx copies over
+# it in place, which would pull the code from under running backends of a live server.
 install: setup
-	rm -f "$$($(PG_CONFIG) --pkglibdir)/dlock.so"
-	cd extension && $(CARGO) pgrx install --release --pg-config $(PG_CONFIG)
+	@lib="$$($(PG_CONFIG) --pkglibdir)/dlock.so"; \
+	 if [ -f "$$lib" ]; then mv -f "$$lib" "$$lib.previous"; fi; \
+	 if ! (cd extension && $(CARGO) pgrx install --release --pg-config $(PG_CONFIG)); then \
+	   if [ -f "$$lib.previous" ]; then mv -f "$$lib.previous" "$$lib"; fi; exit 1; \
+	 fi; \
+	 rm -f "$$lib.previous"
 
 demo: install
 	@bash scripts/demo.sh
@@ -49,10 +57,10 @@ test-regress: install
 test-isolation: install
 	@bash scripts/isolation.sh
 
-# Multi-session integration tests (tests/) and the Rust client's (client/tests/) against
+# Multi-session integration tests (tests/) and the Rust client's and CLI's (client/tests/) against
 # throwaway clusters they start themselves.
 test-integration: install
-	$(CARGO) test -p dlock-tests -p dlock --no-fail-fast -- --test-threads=4
+	$(CARGO) test -p dlock-tests -p dlock --features dlock/cli --no-fail-fast -- --test-threads=4
 
 bench-sql: install
 	@bash bench/sql.sh
@@ -67,7 +75,7 @@ fmt:
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 clean:
 	rm -rf $(BUILD)

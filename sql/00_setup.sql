@@ -51,3 +51,9 @@ SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'dlock_admin
 -- The GUC: default one day, only a superuser may change it.
 SELECT name, setting, unit, context, vartype FROM pg_settings WHERE name = 'dlock.max_ttl';
 SHOW dlock.max_ttl;
+
+-- pg_dump keeps the fence sequence's position (a restore must not reuse fences), not the leases.
+SELECT c.relname AS dumped_with_the_database
+  FROM pg_extension e, unnest(e.extconfig) AS cfg(oid) JOIN pg_class c ON c.oid = cfg.oid
+ WHERE e.extname = 'dlock';
+

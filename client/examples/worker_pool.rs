@@ -24,7 +24,8 @@ async fn worker(client: Client, id: u32) -> Result<u32, Error> {
     let mut done = 0;
     for job in 0..JOBS {
         // A try: if another worker (here or in another process) has the job, move on.
-        let Some(guard) = client.lock(format!("example:job:{job}")).ttl(Duration::from_secs(10)).try_acquire().await?
+        let Some(guard) =
+            client.lock(format!("example:job:{job}")).ttl(Duration::from_secs(10)).try_acquire().await?
         else {
             continue;
         };

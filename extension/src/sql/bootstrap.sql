@@ -6,6 +6,9 @@ REVOKE ALL ON SCHEMA dlock_internal FROM PUBLIC;
 -- Fence tokens: one WAL-logged sequence, so a fence only ever grows, for every key, across
 -- releases, expiries, crashes, restarts and failover to a synchronous standby.
 CREATE SEQUENCE dlock_internal.fence_seq AS bigint MINVALUE 1 NO CYCLE;
+-- pg_dump carries its position along (a dump restored elsewhere must not hand out old fences
+-- again); the leases themselves are not dumped: they belong to the running cluster.
+SELECT pg_catalog.pg_extension_config_dump('dlock_internal.fence_seq', '');
 
 CREATE TABLE dlock_internal.lease (
     key         text COLLATE "C" PRIMARY KEY,           -- byte-exact: look-alikes stay distinct

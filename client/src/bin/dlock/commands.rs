@@ -1,0 +1,164 @@
+//! `dlock list`, and the lease steps for shell scripts: `acquire`, `renew`, `release`.
+
+use std::time::{Duration, SystemTime};
+
+use dlock_client::{Client, Error};
+use serde_json::json;
+
+use crate::{EXIT_NOT_OURS, Failure};
+
+/// The live leases; `expires_at` is NULL for session-bound leases (`'infinity'` on the server).
+const LIST: &str = "\
+SELECT key, owner, fence, hold_count::int8, \
+       CASE WHEN pg_catalog.isfinite(expires_at) THEN expires_at END, \
+       holder_role::text, waiters::int8 \
+  FROM dlock_locks ORDER BY key";
+
+/// `dlock_renew`: the new expiry if finite, and whether the lease was ours.
+const RENEW: &str = "\
+SELECT CASE WHEN pg_catalog.isfinite(e) THEN e END, e IS NOT NULL \
+  FROM dlock_renew($1::text, $2::text, $3::float8 * interval '1 second') AS e";
+
+/// `dlock_release`: whether the lease was still ours.
+const RELEASE: &str = "SELECT dlock_release($1::text, $2::text)";
+
+/// One row of `dlock_locks`, as printed.
+#[derive(Debug, serde::Serialize)]
+struct LockRow {
+    key: String,
+    owner: Option<String>,
+    fence: i64,
+    hold_count: i64,
+    expires_at: Option<String>,
+    holder_role: Option<String>,
+    waiters: i64,
+}
+
+/// A server timestamp in RFC 3339 (UTC, milliseconds).
+fn timestamp(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// `dlock list`: a table, or a JSON array with `--json`.
+pub async fn list(client: &Client, json: bool) -> Result<u8, Failure> {
+    let connection = client.pool().get().await.map_err(Error::from)?;
+    let rows = connection.query(LIST, &[]).await.map_err(Error::from)?;
+    let rows = rows
+        .iter()
+        .map(|row| {
+            Ok(LockRow {
+                key: row.try_get(0)?,
+                owner: row.try_get(1)?,
+                fence: row.try_get(2)?,
+                hold_count: row.try_get(3)?,
+                expires_at: row.try_get::<_, Option<SystemTime>>(4)?.map(timestamp),
+                holder_role: row.try_get(5)?,
+                waiters: row.try_get(6)?,
+            })
+        })
+        .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+        .map_err(Error::from)?;
+    if json {
+        let text = serde_json::to_string_pretty(&rows).map_err(|e| Failure::Other(e.to_string()))?;
+        println!("{text}");
+    } else {
+        print_table(&rows);
+    }
+    Ok(0)
+}
+
+fn print_table(rows: &[LockRow]) {
+    let dash = || "-".to_string();
+    let mut table =
+        vec![["key", "owner", "fence", "holds", "expires_at", "holder_role", "waiters"].map(String::from)];
+    table.extend(rows.iter().map(|row| {
+        [
+            row.key.clone(),
+            row.owner.clone().unwrap_or_else(dash),
+            row.fence.to_string(),
+            row.hold_count.to_string(),
+            row.expires_at.clone().unwrap_or_else(|| "session".into()),
+            row.holder_role.clone().unwrap_or_else(dash),
+            row.waiters.to_string(),
+        ]
+    }));
+    let mut widths = [0; 7];
+    for line in &table {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for line in &table {
+        let cells: Vec<String> =
+            line.iter().zip(widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
+
+/// `dlock acquire`: prints the fence and leaves the lease on the server (no renewals).
+pub async fn acquire(
+    client: &Client,
+    key: &str,
+    ttl: Duration,
+    wait: Duration,
+    json: bool,
+) -> Result<u8, Failure> {
+    let guard = client.lock(key).ttl(ttl).wait(wait).watchdog(false).acquire().await?;
+    let info = guard.info();
+    guard.leak();
+    if json {
+        let expires_at = info.expires_at.map(timestamp);
+        println!(
+            "{}",
+            json!({ "key": info.key, "owner": info.owner, "fence": info.fence, "expires_at": expires_at })
+        );
+    } else {
+        println!("{}", info.fence);
+    }
+    Ok(0)
+}
+
+/// `dlock renew`: prints the new expiry; exit 1 if the lease is not ours (or gone).
+pub async fn renew(client: &Client, key: &str, ttl: Duration, json: bool) -> Result<u8, Failure> {
+    let connection = client.pool().get().await.map_err(Error::from)?;
+    let row = connection
+        .query_one(RENEW, &[&key, &client.owner(), &ttl.as_secs_f64()])
+        .await
+        .map_err(Error::from)?;
+    let expires_at: Option<SystemTime> = row.try_get(0).map_err(Error::from)?;
+    let ours: bool = row.try_get(1).map_err(Error::from)?;
+    let expires_at = expires_at.map(timestamp);
+    if json {
+        println!("{}", json!({ "key": key, "renewed": ours, "expires_at": expires_at }));
+    } else if ours {
+        // A session-bound lease renews to 'infinity'.
+        println!("{}", expires_at.as_deref().unwrap_or("infinity"));
+    } else {
+        eprintln!("dlock: {key} is not held by this owner");
+    }
+    Ok(if ours { 0 } else { EXIT_NOT_OURS })
+}
+
+/// `dlock release`: exit 0 if the lease was ours, 1 if not (or already gone).
+pub async fn release(client: &Client, key: &str, json: bool) -> Result<u8, Failure> {
+    let connection = client.pool().get().await.map_err(Error::from)?;
+    let row = connection.query_one(RELEASE, &[&key, &client.owner()]).await.map_err(Error::from)?;
+    let released: bool = row.try_get(0).map_err(Error::from)?;
+    report_release(key, released, json, "was not held by this owner");
+    Ok(if released { 0 } else { EXIT_NOT_OURS })
+}
+
+/// `dlock release --force`: exit 0 if the key was held, 1 if it was free.
+pub async fn force_release(client: &Client, key: &str, json: bool) -> Result<u8, Failure> {
+    let released = client.force_release(key).await?;
+    report_release(key, released, json, "was not held");
+    Ok(if released { 0 } else { EXIT_NOT_OURS })
+}
+
+fn report_release(key: &str, released: bool, json: bool, why_not: &str) {
+    if json {
+        println!("{}", json!({ "key": key, "released": released }));
+    } else if !released {
+        eprintln!("dlock: {key} {why_not}");
+    }
+}

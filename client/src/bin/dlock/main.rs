@@ -1,0 +1,246 @@
+//! `dlock`: distributed locks inside PostgreSQL from the shell — a distributed `flock` for cron
+//! jobs (`dlock run`), a view of the live leases (`dlock list`), and lease steps for scripts.
+
+mod commands;
+mod run;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use dlock_client::{Client, Error};
+
+/// Exit status when the lock was not acquired: another owner holds the key, or the wait
+/// elapsed (EX_TEMPFAIL, as `flock -E 75` would be set up to do).
+pub const EXIT_NOT_ACQUIRED: u8 = 75;
+/// Exit status of any other failure (EX_SOFTWARE), with a message on stderr.
+pub const EXIT_FAILURE: u8 = 70;
+/// Exit status of `release`/`renew` when the lease was not (or no longer) ours.
+pub const EXIT_NOT_OURS: u8 = 1;
+
+const EXIT_CODES: &str = "\
+Exit status:
+  0    done (run: the command's own status is passed through)
+  1    release/renew: the lease was not ours, or already gone; release --force: the key was free
+  2    bad usage
+  70   any other error (connection, permission, server error), explained on stderr
+  75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL)
+  128+N  run: the command was killed by signal N (143 = SIGTERM, 137 = SIGKILL)";
+
+/// Distributed locks inside PostgreSQL (the dlock extension), from the command line.
+#[derive(Debug, Parser)]
+#[command(name = "dlock", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+struct Global {
+    /// PostgreSQL connection string: a URL (postgresql://user@host:5432/db) or key=value pairs.
+    /// Parts it leaves out come from PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "",
+        hide_default_value = true,
+        global = true
+    )]
+    database_url: String,
+    /// Owner identity of the leases taken, renewed and released. Required (stable across calls)
+    /// for acquire, renew and release; `run` makes an unguessable one (host:pid:random) if unset.
+    /// Whoever knows an owner string (and has the role) can renew and release its leases.
+    #[arg(long, env = "DLOCK_OWNER", hide_env_values = true, global = true)]
+    owner: Option<String>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command while holding the lock (a distributed flock for cron jobs).
+    ///
+    /// Acquires KEY (renewed by a watchdog every ttl/3), runs the command with DLOCK_KEY and
+    /// DLOCK_FENCE in its environment, forwards SIGINT and SIGTERM to it, and releases the lock
+    /// when it ends. If the lease is lost meanwhile (force-released, or not renewed in time) the
+    /// command gets SIGTERM, then SIGKILL after --grace. Exits with the command's status
+    /// (128+N if killed by signal N), or 75 if the lock was not acquired.
+    ///
+    /// Example: dlock run --key report:nightly --wait 10s -- ./nightly-report.sh
+    Run(run::RunArgs),
+    /// List live leases (the dlock_locks view): key, owner, fence, holds, expiry, role, waiters.
+    ///
+    /// Owners of other roles' leases show as "-" (null in --json) unless you are a superuser
+    /// or a dlock_admin member. Session-bound leases have no expiry.
+    List,
+    /// Take a lease for scripts and print its fence; needs --owner (or DLOCK_OWNER).
+    ///
+    /// The lease is kept after dlock exits (nothing renews it): renew it with `dlock renew`
+    /// before the ttl runs out and give it back with `dlock release`, as the same owner.
+    /// Acquiring a key this owner already holds adds a hold (same fence). Exits 75 if another
+    /// owner holds the key (after waiting up to --wait).
+    Acquire {
+        /// The key to lock.
+        key: String,
+        /// How long the lease lives unless renewed (30s, 500ms, 5m, 1h).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        ttl: Duration,
+        /// How long to wait for another owner to let go (0: answer at once).
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        wait: Duration,
+    },
+    /// Extend a lease to now + ttl and print the new expiry; needs --owner (or DLOCK_OWNER).
+    ///
+    /// Exits 1 if the lease is not this owner's, or already gone.
+    Renew {
+        /// The locked key.
+        key: String,
+        /// The new time to live, from now (30s, 5m, 1h).
+        #[arg(long, value_parser = parse_duration)]
+        ttl: Duration,
+    },
+    /// Give back one hold of a lease; needs --owner (or DLOCK_OWNER), except with --force.
+    ///
+    /// Exits 0 if released, 1 if the lease was not this owner's or already gone. With --force
+    /// (superusers and dlock_admin members) frees the key whoever holds it: exits 0 if it was
+    /// held, 1 if it was free.
+    Release {
+        /// The locked key.
+        key: String,
+        /// Free the key whoever holds it (administrators; logged by the server).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// Why a command ended early; each maps to an exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// The lock was not acquired (exit 75).
+    NotAcquired(String),
+    /// Anything else (exit 70).
+    Other(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotAcquired | Error::Timeout => Failure::NotAcquired(e.to_string()),
+            e => Failure::Other(e.to_string()),
+        }
+    }
+}
+
+/// Parses `30s`, `500ms`, `5m`, `1h`, `1h 30m` (humantime).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. 30s, 500ms, 5m, 1h)"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(Failure::Other(format!("cannot start the runtime: {e}"))),
+    };
+    match runtime.block_on(execute(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => fail(failure),
+    }
+}
+
+fn fail(failure: Failure) -> ExitCode {
+    let (message, code) = match failure {
+        Failure::NotAcquired(message) => (message, EXIT_NOT_ACQUIRED),
+        Failure::Other(message) => (message, EXIT_FAILURE),
+    };
+    eprintln!("dlock: {message}");
+    ExitCode::from(code)
+}
+
+async fn execute(cli: Cli) -> Result<u8, Failure> {
+    let Global { database_url, owner, json } = cli.global;
+    // Scripts' steps need a stable owner: a generated one would be new on every call.
+    let scripted_owner = || {
+        owner.clone().unwrap_or_else(|| {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "acquire, renew and release need --owner (or DLOCK_OWNER): the same owner \
+                     on every call",
+                )
+                .exit()
+        })
+    };
+    match cli.command {
+        Command::Run(args) => {
+            let client = connect(&database_url, owner.as_deref()).await?;
+            run::run(&client, args).await
+        }
+        Command::List => commands::list(&connect(&database_url, None).await?, json).await,
+        Command::Acquire { key, ttl, wait } => {
+            let owner = scripted_owner();
+            commands::acquire(&connect(&database_url, Some(&owner)).await?, &key, ttl, wait, json).await
+        }
+        Command::Renew { key, ttl } => {
+            let owner = scripted_owner();
+            commands::renew(&connect(&database_url, Some(&owner)).await?, &key, ttl, json).await
+        }
+        Command::Release { key, force: true } => {
+            commands::force_release(&connect(&database_url, None).await?, &key, json).await
+        }
+        Command::Release { key, force: false } => {
+            let owner = scripted_owner();
+            commands::release(&connect(&database_url, Some(&owner)).await?, &key, json).await
+        }
+    }
+}
+
+/// A client of `url` (PG* environment for what it leaves out), as `owner` if given.
+async fn connect(url: &str, owner: Option<&str>) -> Result<Client, Failure> {
+    let client = Client::connect(url).await?;
+    Ok(match owner {
+        Some(owner) => client.with_owner(owner),
+        None => client,
+    })
+}
+
+/// The command line of `run`, for messages.
+fn display_command(command: &[OsString]) -> String {
+    command.iter().map(|part| part.to_string_lossy()).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_are_human() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn run_takes_the_command_after_the_options() {
+        let cli =
+            Cli::try_parse_from(["dlock", "run", "--key", "k", "--ttl", "2s", "--", "sh", "-c", "exit 3"])
+                .unwrap();
+        let Command::Run(args) = cli.command else { panic!("not run") };
+        assert_eq!(args.key, "k");
+        assert_eq!(args.ttl, Duration::from_secs(2));
+        assert_eq!(display_command(&args.command), "sh -c exit 3");
+    }
+}

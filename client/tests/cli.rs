@@ -1,0 +1,218 @@
+//! The `dlock` binary against a throwaway cluster: `run` (lock held while the command runs,
+//! exit status passthrough, 75 when not acquired, SIGTERM when the lease is lost), `list`, and
+//! the `acquire`/`renew`/`release` steps for scripts.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use dlock_tests::{Cluster, Session, eventually, key, within};
+use serde_json::Value;
+
+/// The superuser's URL of the shared cluster.
+fn url() -> String {
+    format!("postgresql://postgres@127.0.0.1:{}/postgres", Cluster::shared().port())
+}
+
+/// `dlock --database-url <shared cluster> args…`, untouched by the caller's environment.
+fn dlock(args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dlock"));
+    command
+        .env_remove("DLOCK_OWNER")
+        .env_remove("DATABASE_URL")
+        .arg("--database-url")
+        .arg(url())
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// What a finished `dlock` call said: exit code, stdout, stderr.
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+async fn call(args: &[&str]) -> Outcome {
+    let output =
+        within(Duration::from_secs(20), "dlock finishes", dlock(args).output()).await.expect("dlock runs");
+    Outcome {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// The `dlock list --json` row of `key`, if the key is held.
+async fn listed(key: &str) -> Option<Value> {
+    let out = call(&["list", "--json"]).await;
+    assert_eq!(out.code, Some(0), "list failed: {}", out.stderr);
+    let rows: Value = serde_json::from_str(&out.stdout).expect("list --json prints JSON");
+    rows.as_array().expect("a JSON array").iter().find(|row| row["key"] == key).cloned()
+}
+
+async fn admin() -> Session {
+    Cluster::shared().connect().await
+}
+
+#[tokio::test]
+async fn run_holds_the_lock_while_the_command_runs_and_releases_after() {
+    let k = key("cli_run_holds", "k");
+    let bin = env!("CARGO_BIN_EXE_dlock");
+    let url = url();
+    // The command is a second dlock call that lists the leases while the first holds the key.
+    let out = call(&[
+        "run",
+        "--key",
+        &k,
+        "--owner",
+        "cli-runner",
+        "--",
+        bin,
+        "--database-url",
+        &url,
+        "list",
+        "--json",
+    ])
+    .await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let rows: Value = serde_json::from_str(&out.stdout).expect("the command's JSON");
+    let row =
+        rows.as_array().unwrap().iter().find(|row| row["key"] == k.as_str()).expect("key held during run");
+    assert_eq!(row["owner"], "cli-runner");
+    assert!(row["fence"].as_i64().unwrap() > 0);
+    assert_eq!(row["hold_count"], 1);
+    assert!(row["expires_at"].is_string());
+    assert!(listed(&k).await.is_none(), "released after the command ended");
+}
+
+#[tokio::test]
+async fn run_passes_the_exit_status_and_the_fence_through() {
+    let k = key("cli_run_status", "k");
+    let out = call(&["run", "--key", &k, "--", "sh", "-c", r#"test -n "$DLOCK_FENCE" && exit 3"#]).await;
+    assert_eq!(out.code, Some(3), "stderr: {}", out.stderr);
+    let out = call(&["run", "--key", &k, "--", "true"]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+}
+
+#[tokio::test]
+async fn run_exits_75_without_running_when_another_owner_holds_the_key() {
+    let k = key("cli_run_busy", "k");
+    let held = call(&["acquire", &k, "--owner", "other", "--ttl", "30s"]).await;
+    assert_eq!(held.code, Some(0), "stderr: {}", held.stderr);
+    let out = call(&["run", "--key", &k, "--wait", "200ms", "--", "sh", "-c", "echo ran"]).await;
+    assert_eq!(out.code, Some(75), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "", "the command must not run");
+    let out = call(&["acquire", &k, "--owner", "third"]).await;
+    assert_eq!(out.code, Some(75), "acquire is refused alike: {}", out.stderr);
+    assert_eq!(call(&["release", &k, "--owner", "other"]).await.code, Some(0));
+}
+
+#[tokio::test]
+async fn a_command_that_outlives_a_force_release_gets_sigterm() {
+    let k = key("cli_run_lost", "k");
+    let mut run = dlock(&["run", "--key", &k, "--ttl", "2s", "--grace", "1s", "--", "sleep", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dlock run starts");
+    let admin = admin().await;
+    eventually(Duration::from_secs(10), "run holds the key", || async {
+        admin.lease(&k).await.unwrap().is_some()
+    })
+    .await;
+    assert!(admin.force_release(&k).await.unwrap());
+    let released = Instant::now();
+    // The watchdog renews every ttl/3 and finds the lease gone; then SIGTERM (sleep dies of it).
+    let status = within(Duration::from_secs(2 + 1 + 3), "dlock run ends after the lease is lost", run.wait())
+        .await
+        .unwrap();
+    assert!(matches!(status.code(), Some(143 | 137)), "{status:?} after {:?}", released.elapsed());
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut run.stderr.take().unwrap(), &mut stderr).await.unwrap();
+    assert!(stderr.contains("was lost"), "stderr: {stderr}");
+}
+
+#[tokio::test]
+async fn acquire_renew_release_round_trip_with_a_stable_owner() {
+    let k = key("cli_round_trip", "k");
+    let out = call(&["acquire", &k, "--owner", "script-1", "--ttl", "5s"]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let fence: i64 = out.stdout.trim().parse().expect("acquire prints the fence");
+
+    let row = listed(&k).await.expect("the lease outlives the acquire call");
+    assert_eq!((row["owner"].as_str(), row["fence"].as_i64()), (Some("script-1"), Some(fence)));
+
+    let out = call(&["renew", &k, "--owner", "script-1", "--ttl", "1h", "--json"]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let renewed: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(renewed["renewed"], true);
+    assert_eq!(renewed["expires_at"], listed(&k).await.unwrap()["expires_at"]);
+
+    assert_eq!(call(&["release", &k, "--owner", "script-1"]).await.code, Some(0));
+    assert!(listed(&k).await.is_none());
+    assert_eq!(call(&["release", &k, "--owner", "script-1"]).await.code, Some(1), "already released");
+    assert_eq!(call(&["renew", &k, "--owner", "script-1", "--ttl", "5s"]).await.code, Some(1));
+}
+
+#[tokio::test]
+async fn release_of_another_owners_lease_exits_1_and_force_frees_it() {
+    let k = key("cli_release_other", "k");
+    assert_eq!(call(&["acquire", &k, "--owner", "mine"]).await.code, Some(0));
+    let out = call(&["release", &k, "--owner", "someone-else"]).await;
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
+    assert!(listed(&k).await.is_some(), "still held by its owner");
+    assert_eq!(call(&["release", &k, "--force"]).await.code, Some(0));
+    assert!(listed(&k).await.is_none());
+    assert_eq!(call(&["release", &k, "--force"]).await.code, Some(1), "a free key");
+}
+
+#[tokio::test]
+async fn scripted_steps_without_an_owner_are_usage_errors() {
+    let out = call(&["acquire", &key("cli_no_owner", "k")]).await;
+    assert_eq!(out.code, Some(2), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("--owner"), "stderr: {}", out.stderr);
+}
+
+#[tokio::test]
+async fn list_prints_a_table_with_a_header() {
+    let k = key("cli_list_table", "k");
+    assert_eq!(call(&["acquire", &k, "--owner", "tabled"]).await.code, Some(0));
+    let out = call(&["list"]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(out.stdout.starts_with("key "), "{}", out.stdout);
+    assert!(out.stdout.lines().any(|line| line.starts_with(&k) && line.contains("tabled")), "{}", out.stdout);
+    assert_eq!(call(&["release", &k, "--owner", "tabled"]).await.code, Some(0));
+}
+
+#[tokio::test]
+async fn a_bad_connection_exits_70_with_a_message() {
+    let out = within(
+        Duration::from_secs(20),
+        "dlock gives up",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_dlock"))
+            .args(["--database-url", "postgresql://postgres@127.0.0.1:1/postgres", "list"])
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(70));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("dlock: "));
+}
+
+#[tokio::test]
+async fn sigterm_to_run_is_forwarded_and_the_lease_released_after() {
+    let k = key("cli_run_forward", "k");
+    let mut run = dlock(&["run", "--key", &k, "--", "sleep", "30"]).spawn().expect("dlock run starts");
+    let admin = admin().await;
+    eventually(Duration::from_secs(10), "run holds the key", || async {
+        admin.lease(&k).await.unwrap().is_some()
+    })
+    .await;
+    let pid = i32::try_from(run.id().unwrap()).unwrap();
+    // SAFETY: kill(2) of the child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = within(Duration::from_secs(5), "run ends with its command", run.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(143), "the command died of the forwarded SIGTERM");
+    assert!(admin.lease(&k).await.unwrap().is_none(), "released once the command ended");
+}
