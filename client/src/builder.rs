@@ -54,6 +54,10 @@ impl LockBuilder {
     /// its session ends. The guard keeps the pooled connection that took it for its whole life
     /// (that session *is* the lease), so no watchdog is needed — and none watches it: its
     /// [`lost`](Guard::lost) token fires only when [`Guard::renew`] finds the lease gone.
+    ///
+    /// Waits of this client run on other pooled connections, so the server cannot see a cycle
+    /// of waits between clients that hold session-bound leases (its deadlock check needs the
+    /// waiting session to be the holding one): give waits a limit when such cycles can form.
     pub fn session_bound(mut self) -> Self {
         self.ttl = None;
         self
