@@ -10,7 +10,7 @@ CARGO       ?= cargo
 export PG_CONFIG PGRX_VERSION BUILD
 
 .PHONY: all setup build install cli demo test test-unit test-pg test-regress test-isolation test-integration \
-        bench-sql bench-wait fmt lint clean
+        bench-sql bench-wait bench-client fmt lint clean
 
 all: build
 
@@ -69,6 +69,10 @@ bench-sql: install
 # pg_advisory_lock and a Redisson-style Redis lock, in one run.
 bench-wait: install
 	@bash bench/wait.sh
+
+# The Rust client's acquire+release overhead over the same SQL through raw tokio-postgres.
+bench-client: install
+	@bash bench/client.sh
 
 fmt:
 	$(CARGO) fmt --all
