@@ -4,7 +4,10 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use dlock_client::{Client, Error};
-use dlock_tests::{Cluster, Session, eventually, key, within};
+use dlock_tests::{Cluster, eventually, key, within};
+
+mod common;
+use common::{admin, free_for_others};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -17,22 +20,6 @@ fn client_as(role: &str) -> Client {
 
 fn client() -> Client {
     client_as("postgres")
-}
-
-/// A superuser session, for looking at `dlock_locks` and force-releasing.
-async fn admin() -> Session {
-    Cluster::shared().connect().await
-}
-
-/// Whether some other owner could take `key` right now (and gives it straight back).
-async fn free_for_others(key: &str) -> bool {
-    match client().lock(key).try_acquire().await.expect("probe try_acquire") {
-        Some(guard) => {
-            assert!(guard.release().await.unwrap());
-            true
-        }
-        None => false,
-    }
 }
 
 #[tokio::test]

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use dlock_client::deadpool_postgres::tokio_postgres::{self, NoTls};
 use dlock_client::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use dlock_client::{Client, Error};
-use dlock_tests::{Cluster, Session, eventually, key, wait_for_waiters, within};
+use dlock_tests::{Cluster, eventually, key, wait_for_waiters, within};
+
+mod common;
+use common::{admin, free_for_others};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -31,22 +34,6 @@ fn client_on(config: tokio_postgres::Config, max_size: usize) -> Client {
 /// An ordinary client of the shared cluster.
 fn client() -> Client {
     client_on(pg_config(Cluster::shared().port()), 4)
-}
-
-/// A superuser session of the shared cluster.
-async fn admin() -> Session {
-    Cluster::shared().connect().await
-}
-
-/// Whether some other owner could take `key` right now (and gives it straight back).
-async fn free_for_others(key: &str) -> bool {
-    match client().lock(key).try_acquire().await.expect("probe try_acquire") {
-        Some(guard) => {
-            assert!(guard.release().await.unwrap());
-            true
-        }
-        None => false,
-    }
 }
 
 /// A TCP proxy to the shared cluster that can be shut down: shutting it down drops every
