@@ -20,6 +20,11 @@ use crate::queue;
 use crate::session;
 use pgrx::pg_sys;
 
+/// How much longer than `deadlock_timeout` a head waits on a session-bound holder in one go:
+/// enough for PostgreSQL's deadlock check (run at `deadlock_timeout`) to come first, short so a
+/// force release, which leaves the holder's binding in place, is noticed soon after.
+const SLICE_MARGIN_US: i64 = 100_000;
+
 /// Acquires `key`, waiting up to `wait` (`None`: without limit). `None` when not granted.
 pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Micros>) -> Option<i64> {
     let hash = keylock::key_hash(key);
@@ -62,7 +67,7 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
             // so a slice ending is what notices it.
             Blocker::Session(fence) => {
                 // SAFETY: reads a setting.
-                let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + 500_000;
+                let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + SLICE_MARGIN_US;
                 let slice_end = now.saturating_add(slice_us);
                 keylock::await_unbind(fence, Some(deadline.map_or(slice_end, |d| d.min(slice_end))));
             }
