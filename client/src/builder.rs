@@ -8,6 +8,7 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::guard::{Guard, LeaseState};
 use crate::sql;
+use crate::waiting::Tried;
 
 /// The ttl of a lease unless [`LockBuilder::ttl`] says otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -36,11 +37,20 @@ pub struct LockBuilder {
     wait: Wait,
     watchdog: bool,
     renew_every: Option<Duration>,
+    server_queue: bool,
 }
 
 impl LockBuilder {
     pub(crate) fn new(client: Client, key: String) -> LockBuilder {
-        LockBuilder { client, key, ttl: Some(DEFAULT_TTL), wait: Wait::No, watchdog: true, renew_every: None }
+        LockBuilder {
+            client,
+            key,
+            ttl: Some(DEFAULT_TTL),
+            wait: Wait::No,
+            watchdog: true,
+            renew_every: None,
+            server_queue: false,
+        }
     }
 
     /// The lease's time to live (default 30 s): it ends by itself this long after the last
@@ -68,6 +78,16 @@ impl LockBuilder {
     /// it elapses. Default: no wait.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait) };
+        self
+    }
+
+    /// Wait in the server's queue (`dlock_acquire(..., wait)`) instead of on the client's
+    /// listener: strict arrival order across every client, and PostgreSQL's deadlock detector
+    /// sees waits between session-bound leases of one session, at the price of one pooled
+    /// connection per waiter for the length of its wait. Always so for clients made with
+    /// [`Client::from_pool`], which have no listener.
+    pub fn server_queue(mut self) -> Self {
+        self.server_queue = true;
         self
     }
 
@@ -112,20 +132,49 @@ impl LockBuilder {
     /// Takes the lock if it can (within the wait, if one was set): `None` when another owner
     /// keeps the key.
     ///
-    /// Dropping this future mid-wait closes its connection instead of returning it to the
-    /// pool: the server then drops the waiter and never grants to it (a grant that had already
-    /// committed ends by its ttl, or at once for a session-bound lease).
+    /// A wait holds no pooled connection while it sleeps (see the crate docs, "Waiting"),
+    /// unless [`server_queue`](Self::server_queue) is set or the client came from
+    /// [`Client::from_pool`]. Dropping this future mid-wait leaves no trace; if it is dropped
+    /// while a statement is in flight, that connection is closed rather than pooled, so the
+    /// server drops the call (a grant that had already committed ends by its ttl, or at once
+    /// for a session-bound lease).
     pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
+        let waits = match (&self.client.waits, self.wait) {
+            (Some(waits), Wait::Up(_) | Wait::Forever) if !self.server_queue => waits.clone(),
+            (_, wait) => {
+                let wait = match wait {
+                    Wait::No => Some(0.0),
+                    Wait::Up(wait) => Some(wait.as_secs_f64()),
+                    Wait::Forever => None,
+                };
+                return Ok(self.once(sql::ACQUIRE, wait).await?.granted());
+            }
+        };
+        let deadline = match self.wait {
+            Wait::Up(wait) => Some(tokio::time::Instant::now() + wait),
+            _ => None,
+        };
+        let settle = |deadline: Option<tokio::time::Instant>| {
+            deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()).as_secs_f64())
+        };
+        // Nobody of ours in line for the key: one try is all it takes when it is free.
+        if !waits.has_line(&self.key)
+            && let Tried::Granted(guard) = self.once(sql::TRY_ACQUIRE, settle(deadline)).await?
+        {
+            return Ok(Some(guard));
+        }
+        let place = waits.enter(&self.key);
+        place.wait(deadline, |settle| self.once(sql::TRY_ACQUIRE, settle.map(|s| s.as_secs_f64()))).await
+    }
+
+    /// One acquire statement (`sql::ACQUIRE` with a wait, or `sql::TRY_ACQUIRE` with a settle
+    /// time) on a pooled connection.
+    async fn once(&self, statement: &str, wait: Option<f64>) -> Result<Tried<Guard>, Error> {
         let mut connection = InFlight(Some(self.client.pool.get().await?));
         let ttl = self.ttl.map(|t| t.as_secs_f64());
-        let wait = match self.wait {
-            Wait::No => Some(0.0),
-            Wait::Up(wait) => Some(wait.as_secs_f64()),
-            Wait::Forever => None,
-        };
         let sent = Instant::now();
         let answer = async {
-            let statement = connection.get().prepare_cached(sql::ACQUIRE).await?;
+            let statement = connection.get().prepare_cached(statement).await?;
             connection.get().query_one(&statement, &[&self.key, &&*self.client.owner, &ttl, &wait]).await
         }
         .await;
@@ -133,7 +182,8 @@ impl LockBuilder {
         let object = connection.finish();
         let row = answer?;
         let Some(fence) = row.try_get::<_, Option<i64>>(0)? else {
-            return Ok(None);
+            let retry_after = if row.len() > 3 { row.try_get::<_, Option<f64>>(3)? } else { None };
+            return Ok(Tried::Busy(retry_after.map(|s| Duration::from_secs_f64(s.max(0.0)))));
         };
         let expires_at: Option<SystemTime> = row.try_get(1)?;
         let server_elapsed: f64 = row.try_get(2)?;
@@ -141,14 +191,24 @@ impl LockBuilder {
         // most `server_elapsed` after it received the statement, which was after `sent`.
         let deadline = self.ttl.map(|ttl| sent + Duration::from_secs_f64(server_elapsed.max(0.0)) + ttl);
         tracing::debug!(key = %self.key, fence, "dlock: acquired");
-        let state = LeaseState::new(self.client.clone(), self.key, fence, self.ttl, expires_at, deadline);
+        let state =
+            LeaseState::new(self.client.clone(), self.key.clone(), fence, self.ttl, expires_at, deadline);
         let renew_every = match (self.ttl, self.watchdog) {
             (Some(ttl), true) => Some(self.renew_every.unwrap_or(ttl / 3)),
             _ => None,
         };
         // Session-bound: the connection is the lease's session and stays with the guard.
         let session = if self.ttl.is_none() { Some(object) } else { None };
-        Ok(Some(Guard::new(state, session, renew_every)))
+        Ok(Tried::Granted(Guard::new(state, session, renew_every)))
+    }
+}
+
+impl Tried<Guard> {
+    fn granted(self) -> Option<Guard> {
+        match self {
+            Tried::Granted(guard) => Some(guard),
+            Tried::Busy(_) => None,
+        }
     }
 }
 

@@ -11,9 +11,10 @@ use crate::builder::LockBuilder;
 use crate::error::Error;
 use crate::guard::Lease;
 use crate::sql;
+use crate::waiting::Waits;
 
-/// The size of the pool `Client::connect` creates. Each waiting acquire holds one connection
-/// for the length of its wait in this version.
+/// How many connections a client made by [`Client::connect`] opens at most: a pool of 15 and
+/// the listener its waits share (opened by the first wait).
 pub const DEFAULT_POOL_SIZE: usize = 16;
 
 /// Longest owner string the server accepts, in bytes.
@@ -29,6 +30,8 @@ const MAX_HOST_BYTES: usize = 64;
 pub struct Client {
     pub(crate) pool: Pool,
     pub(crate) owner: Arc<str>,
+    /// The listener and local lines of waits; `None` for a pool of unknown origin.
+    pub(crate) waits: Option<Arc<Waits>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -43,9 +46,10 @@ impl Client {
     /// Parts it leaves out come from `PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE` and `PGPASSWORD`
     /// as with libpq (user defaults to `$USER`); an empty `url` takes everything from them.
     ///
-    /// Opens one connection of the pool (at most [`DEFAULT_POOL_SIZE`], without TLS) to check
-    /// the address and credentials now rather than at the first lock: [`Error::Connection`] if
-    /// it cannot, [`Error::Config`] if `url` makes no sense.
+    /// Opens one connection of the pool (without TLS) to check the address and credentials now
+    /// rather than at the first lock: [`Error::Connection`] if it cannot, [`Error::Config`] if
+    /// `url` makes no sense. The client opens at most [`DEFAULT_POOL_SIZE`] connections,
+    /// whatever the number of waiting acquires: they share one listener connection.
     pub async fn connect(url: &str) -> Result<Client, Error> {
         let client = Client::connect_lazy(url)?;
         drop(client.pool.get().await?);
@@ -55,25 +59,30 @@ impl Client {
     /// Like [`connect`](Self::connect), but opens no connection until the first lock call.
     pub fn connect_lazy(url: &str) -> Result<Client, Error> {
         let config = pg_config(url, |name| std::env::var(name).ok())?;
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         let pool = Pool::builder(manager)
-            .max_size(DEFAULT_POOL_SIZE)
+            .max_size(DEFAULT_POOL_SIZE - 1)
             .build()
             .map_err(|e| Error::Config(format!("cannot build the connection pool: {e}")))?;
-        Ok(Client::from_pool(pool))
+        Ok(Client { pool, owner: Arc::from(generate_owner()), waits: Some(Waits::new(config)) })
     }
 
     /// A client on a pool you built yourself (size, TLS, hooks are yours), with a fresh owner.
+    /// Having no listener, its waits wait on the server, each holding a pooled connection for
+    /// its length (as [`LockBuilder::server_queue`]): size the pool for them.
     pub fn from_pool(pool: Pool) -> Client {
-        Client { pool, owner: Arc::from(generate_owner()) }
+        Client { pool, owner: Arc::from(generate_owner()), waits: None }
     }
 
     /// The same pool under another owner identity (e.g. a stable name for one worker). Owners
     /// must be unguessable to others: whoever knows an owner string (and has the role) can
     /// renew and release its leases. At most 256 bytes, not empty (the server checks).
     pub fn with_owner(&self, owner: impl Into<String>) -> Client {
-        Client { pool: self.pool.clone(), owner: Arc::from(owner.into()) }
+        Client { pool: self.pool.clone(), owner: Arc::from(owner.into()), waits: self.waits.clone() }
     }
 
     /// The owner identity every lease of this client is taken as: `host:pid:random` unless set

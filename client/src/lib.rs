@@ -37,9 +37,15 @@
 //!   every guard has let go.
 //! - **Dropping a guard** inside a tokio runtime releases it in the background; outside one,
 //!   a TTL lease runs out its ttl and a session-bound lease ends with its closed connection.
-//! - **Waiting** happens on the server, in arrival order; in this version each waiting acquire
-//!   holds one pooled connection for the length of its wait, so many waiters can empty the
-//!   pool and delay other guards' renewals (size the pool for your waiters).
+//! - **Waiting** holds no connection. All waits of a client (and its clones, whatever their
+//!   owner) share one *listener* connection: the server sends it a NOTIFY when a watched key is
+//!   freed, and the head of the client's local line for that key then tries once on a pooled
+//!   connection. A thousand waiters need the listener and a few pooled connections, not a
+//!   thousand. Within a client a key's waiters are granted in arrival order; across clients,
+//!   the first to try after the key is freed wins, and waits in the server's queue
+//!   ([`LockBuilder::server_queue`], or plain SQL) come first. Expiry needs no notification:
+//!   the server says when the blocking lease runs out. Clients from [`Client::from_pool`] have
+//!   no listener and wait on the server, one pooled connection per waiter.
 //! - **Time** is the server's: `expires_at` is the server's clock; the watchdog keeps a local
 //!   monotonic deadline that never runs later than the server's expiry.
 
@@ -50,6 +56,7 @@ mod client;
 mod error;
 mod guard;
 mod sql;
+mod waiting;
 mod watchdog;
 
 pub use builder::{DEFAULT_TTL, LockBuilder};

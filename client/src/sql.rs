@@ -14,6 +14,17 @@ SELECT f, \
   FROM dlock_acquire($1::text, $2::text, $3::float8 * interval '1 second', \
                      $4::float8 * interval '1 second') AS f";
 
+/// `dlock_try_acquire`: like `ACQUIRE`, plus how long until the blocking lease expires (seconds,
+/// NULL when only a release frees it); `$4` is how long to wait for a transaction changing the
+/// key, never in a queue.
+pub const TRY_ACQUIRE: &str = "\
+SELECT t.fence, \
+       CASE WHEN t.fence IS NOT NULL THEN pg_catalog.clock_timestamp() + $3::float8 * interval '1 second' END, \
+       extract(epoch FROM pg_catalog.clock_timestamp() - pg_catalog.statement_timestamp())::float8, \
+       extract(epoch FROM t.retry_after)::float8 \
+  FROM dlock_try_acquire($1::text, $2::text, $3::float8 * interval '1 second', \
+                         $4::float8 * interval '1 second') AS t";
+
 /// `dlock_renew`: the new expiry, or NULL if the lease is no longer ours.
 pub const RENEW: &str = "SELECT dlock_renew($1::text, $2::text, $3::float8 * interval '1 second')";
 

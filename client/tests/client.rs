@@ -104,7 +104,8 @@ async fn waiting_acquire_times_out_or_is_granted_on_release() {
     assert!(start.elapsed() >= Duration::from_millis(300));
 
     let waiter = tokio::spawn(other.lock(&k).wait_forever().acquire());
-    dlock_tests::wait_for_waiters(&admin().await, &k, 1).await;
+    // The wait holds no connection: it watches the key on the client's listener.
+    dlock_tests::wait_for_watchers(&admin().await, &k, 1).await;
     let fence = holder.fence();
     assert!(holder.release().await.unwrap());
     let granted = within(Duration::from_secs(5), "the waiter is granted", waiter).await.unwrap().unwrap();
@@ -292,6 +293,22 @@ async fn a_dropped_waiting_acquire_leaves_no_waiter_and_gets_no_grant() {
     let waiter = client();
     let observer = admin().await;
     let attempt = tokio::spawn(waiter.lock(&k).wait_forever().acquire());
+    dlock_tests::wait_for_watchers(&observer, &k, 1).await;
+    attempt.abort();
+    assert!(attempt.await.unwrap_err().is_cancelled(), "dropped while still waiting");
+    // The last waiter of the key gone, the client stops watching it.
+    dlock_tests::wait_for_watchers(&observer, &k, 0).await;
+    assert!(holder.release().await.unwrap());
+    assert!(free_for_others(&k).await, "the key went to nobody");
+}
+
+#[tokio::test]
+async fn a_dropped_wait_in_the_servers_queue_leaves_no_waiter_and_gets_no_grant() {
+    let k = key("dropped_server_wait", "k");
+    let holder = client().lock(&k).acquire().await.unwrap();
+    let waiter = client();
+    let observer = admin().await;
+    let attempt = tokio::spawn(waiter.lock(&k).server_queue().wait_forever().acquire());
     dlock_tests::wait_for_waiters(&observer, &k, 1).await;
     attempt.abort();
     assert!(attempt.await.unwrap_err().is_cancelled(), "dropped while still waiting");

@@ -10,6 +10,7 @@ use crate::lease::{Caller, INFINITY};
 use crate::ops;
 use crate::role;
 use crate::wait;
+use crate::watch;
 use pgrx::prelude::*;
 
 fn interval_micros(i: Option<Interval>) -> Option<i128> {
@@ -42,6 +43,55 @@ fn dlock_acquire(
     let wait = args::wait(interval_micros(wait)).or_raise(F);
     let caller = Caller { role: role::caller(), owner, admin: false };
     wait::acquire(key, &caller, ttl, wait)
+}
+
+/// One acquire attempt for callers that wait on a `dlock_watch` rather than in `dlock_acquire`:
+/// never queues; waits up to `settle` (NULL: no limit) only for a transaction that is changing
+/// the key. `fence` is the grant, or NULL; then `retry_after` is how long until the blocking
+/// lease expires by itself, '0' if a transaction kept the key locked past `settle`, or NULL when
+/// only a release, a force release or the holder's session ending frees it (and watchers get a
+/// NOTIFY then).
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
+fn dlock_try_acquire(
+    key: Option<&str>,
+    owner: Option<&str>,
+    ttl: Option<Interval>,
+    settle: default!(Option<Interval>, "NULL"),
+) -> TableIterator<'static, (name!(fence, Option<i64>), name!(retry_after, Option<Interval>))> {
+    const F: &str = "dlock_try_acquire";
+    let key = args::key(key).or_raise(F);
+    let owner = args::owner(owner).or_raise(F);
+    let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_us()).or_raise(F);
+    let settle = args::wait(interval_micros(settle)).or_raise(F);
+    let caller = Caller { role: role::caller(), owner, admin: false };
+    let deadline = settle.map(|s| crate::current::now().saturating_add(s));
+    let row = match wait::try_once(key, &caller, ttl, deadline) {
+        Ok(fence) => (Some(fence), None),
+        Err(retry) => (None, retry.map(Interval::from_micros)),
+    };
+    TableIterator::once(row)
+}
+
+/// Registers this session to be told when `key` may have become free: it LISTENs on the key's
+/// channel, which it returns (`dlock_` and 16 hex digits), and whoever frees the key (release,
+/// release_all, force release, a shortening renew, a session-bound holder's session ending)
+/// NOTIFYs that channel at commit. Idempotent; lasts until `dlock_unwatch` or session end.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
+fn dlock_watch(key: Option<&str>) -> String {
+    let key = args::key(key).or_raise("dlock_watch");
+    let hash = crate::keylock::key_hash(key);
+    watch::watch(hash);
+    watch::channel(hash)
+}
+
+/// Ends this session's watch of `key` (and LISTEN on its channel); whether it had one.
+#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
+fn dlock_unwatch(key: Option<&str>) -> bool {
+    let key = args::key(key).or_raise("dlock_unwatch");
+    watch::unwatch(crate::keylock::key_hash(key))
 }
 
 /// Extends the caller's live lease to now + `ttl`; returns the new expiry ('infinity' for a

@@ -2,10 +2,15 @@
 //! visible. Releases (and release_all, force release) note their keys; the commit callback
 //! wakes the heads after the commit is visible and before the key locks are let go, so a woken
 //! head blocks on the key lock for microseconds and then reads the freed lease. A rollback wakes
-//! no one. A session that ends while holding session-bound leases wakes their heads on its way
-//! out, after its locks — the bindings — are gone.
+//! no one. Watchers of those keys (`watch.rs`) get a NOTIFY queued at pre-commit, which
+//! PostgreSQL sends after the commit.
+//!
+//! A session that ends while holding session-bound leases lets its bindings go first thing on
+//! its way out, in a transaction of its own that notifies the watchers; its queue heads are
+//! granted by the lock manager the moment the bindings go (they wait on them), and woken again
+//! once all its locks are gone.
 
-use crate::queue;
+use crate::{queue, session, watch};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
@@ -24,6 +29,11 @@ pub fn wake_at_commit(hash: u64) {
 unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     use pg_sys::XactEvent::*;
     match event {
+        // Still holding the key locks: a watch registered before our change is seen here.
+        XACT_EVENT_PRE_COMMIT => {
+            let freed = FREED.with(|f| f.borrow().clone());
+            watch::notify_watched(freed);
+        }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             for hash in FREED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
                 queue::wake_head(hash);
@@ -44,6 +54,28 @@ pub fn register_callbacks() {
     }
 }
 
+/// First thing when the session ends: like temporary-table cleanup, leave whatever transaction
+/// the exit interrupted, then let the bindings go and tell the watchers in a transaction of our
+/// own. An error here ends the backend all the same (errors are FATAL during exit); the
+/// bindings then go with the session's locks and only the NOTIFY is lost.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
+    // SAFETY: the backend's own transaction machinery, as used by RemoveTempRelationsCallback.
+    unsafe {
+        pg_sys::AbortOutOfAnyTransaction();
+        if crate::session::bound_key_hashes().is_empty() {
+            return;
+        }
+        pg_sys::StartTransactionCommand();
+        let hashes = session::unbind_all();
+        watch::notify_watched(hashes.iter().copied());
+        pg_sys::CommitTransactionCommand();
+        for hash in hashes {
+            queue::wake_head(hash);
+        }
+    }
+}
+
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     for hash in crate::session::bound_key_hashes() {
@@ -51,14 +83,17 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     }
 }
 
-/// Makes this backend wake the heads of its session-bound leases' queues when it exits. An
-/// on_shmem_exit callback runs after `ShutdownPostgres` released the session's locks (so the
-/// woken heads find the bindings gone) and while the proc array is still attached. Registered
-/// on the first binding, in the backend itself (a preloading postmaster's callbacks are not
-/// inherited).
+/// Makes this backend free its session-bound leases when it exits: `before_exit` above, and as
+/// a fallback an on_shmem_exit callback that runs after `ShutdownPostgres` released the
+/// session's locks (so the woken heads find the bindings gone) and while the proc array is still
+/// attached. Registered on the first binding, in the backend itself (a preloading postmaster's
+/// callbacks are not inherited), so after `ShutdownPostgres`, and so run before it.
 pub fn wake_on_exit() {
     if !EXIT_HOOK.with(|h| h.replace(true)) {
-        // SAFETY: registers a callback with no argument.
-        unsafe { pg_sys::on_shmem_exit(Some(on_exit), pg_sys::Datum::from(0)) };
+        // SAFETY: registers callbacks with no argument.
+        unsafe {
+            pg_sys::on_shmem_exit(Some(on_exit), pg_sys::Datum::from(0));
+            pg_sys::before_shmem_exit(Some(before_exit), pg_sys::Datum::from(0));
+        }
     }
 }

@@ -13,6 +13,8 @@
 //!   lock manager grants it in arrival order, so its holder is the head of the queue and the
 //!   sessions blocked on it are the rest, in order (see `queue.rs`). `dlock_locks.waiters`
 //!   counts its holder and waiters from `pg_locks`; a cancelled waiter is gone with its request.
+//! - **watch** (per key hash, session-scoped, share): held by sessions that want a NOTIFY when
+//!   the key may have become free (`watch.rs`); whoever frees a key probes it.
 
 use pgrx::pg_sys;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -21,6 +23,7 @@ const SPACE_KEY: u16 = 0x6b01;
 const SPACE_BINDING: u16 = 0x6b02;
 /// Also read by the `dlock_locks` query.
 pub const SPACE_QUEUE: u16 = 0x6b03;
+pub(crate) const SPACE_WATCH: u16 = 0x6b04;
 
 /// Seed of the key hash; part of the on-disk/lock format, never change it within a major version.
 const KEY_HASH_SEED: u64 = 0x646c_6f63_6b5f_7631; // "dlock_v1"

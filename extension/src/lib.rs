@@ -26,6 +26,7 @@ mod spi;
 mod store;
 mod sweep;
 mod wait;
+mod watch;
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -60,6 +60,21 @@ pub fn bound_key_hashes() -> Vec<u64> {
     STATE.with(|s| s.borrow().bound.values().copied().collect())
 }
 
+/// Lets every committed binding of this session go now (the session is ending); their key
+/// hashes.
+pub fn unbind_all() -> Vec<u64> {
+    STATE.with(|s| {
+        let bound = std::mem::take(&mut s.borrow_mut().bound);
+        bound
+            .into_iter()
+            .map(|(fence, hash)| {
+                keylock::unbind(fence);
+                hash
+            })
+            .collect()
+    })
+}
+
 /// Whether this session holds the binding of `fence` (committed, or made in this transaction).
 pub fn is_bound_here(fence: i64) -> bool {
     STATE.with(|s| {

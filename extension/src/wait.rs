@@ -84,6 +84,29 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
     granted
 }
 
+/// One attempt that never queues, for clients that wait elsewhere (on a `dlock_watch`): it
+/// waits only for a transaction that is changing the key to end, until `deadline`, and then
+/// grants or says what the key waits for: `Err(Some(t))` when the blocking lease expires in
+/// `t` µs by itself, `Err(Some(0))` when the key stayed locked by another transaction until the
+/// deadline, `Err(None)` when only a release or the holder's session ending frees it (watchers
+/// are notified then).
+pub fn try_once(
+    key: &str,
+    caller: &Caller,
+    ttl: Option<Micros>,
+    deadline: Option<Timestamp>,
+) -> Result<i64, Option<Micros>> {
+    let hash = keylock::key_hash(key);
+    if !keylock::lock_key_until(hash, deadline) {
+        return Err(Some(0));
+    }
+    match ops::try_acquire(key, hash, caller, ttl, false) {
+        Ok(fence) => Ok(fence),
+        Err(Blocker::Expiry(expiry)) => Err(Some((expiry - now()).max(0))),
+        Err(Blocker::Session(_) | Blocker::Queue) => Err(None),
+    }
+}
+
 /// The client's socket, if this backend serves a client.
 fn client_socket() -> Option<pg_sys::pgsocket> {
     // SAFETY: MyProcPort is null outside client backends; `sock` is the first field of

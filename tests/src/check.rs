@@ -75,6 +75,15 @@ pub async fn wait_for_waiters(observer: &crate::Session, key: &str, count: i32) 
     .await;
 }
 
+/// Waits (up to 5 s) until exactly `count` other sessions watch `key` (`dlock_watch`).
+pub async fn wait_for_watchers(observer: &crate::Session, key: &str, count: i64) {
+    let what = format!("{count} sessions watch key {key:?}");
+    eventually(Duration::from_secs(5), &what, || async move {
+        observer.watchers(key).await.expect("read pg_locks") == count
+    })
+    .await;
+}
+
 /// Tolerance for comparing server timestamps taken by different statements, in seconds.
 pub const CLOCK_SLACK: f64 = 0.5;
 

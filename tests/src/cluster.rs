@@ -149,6 +149,17 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cannot connect as {role} to {host}:{port}: {e}"))
     }
 
+    /// A new listening session as `postgres` (see `Listener`).
+    pub async fn listen(&self) -> crate::Listener {
+        let (host, port) = {
+            let state = self.state.lock().unwrap();
+            (state.host.clone(), state.port)
+        };
+        crate::Listener::connect(&host, port, "postgres")
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect a listener to {host}:{port}: {e}"))
+    }
+
     /// The last `lines` lines of the server log, for failure messages.
     pub fn server_log_tail(&self, lines: usize) -> String {
         let log = fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();

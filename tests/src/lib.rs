@@ -7,12 +7,15 @@
 
 mod check;
 mod cluster;
+mod listener;
 mod session;
 
 pub use check::{
-    CLOCK_SLACK, assert_between, eventually, expect_sqlstate, finish, key, owner, wait_for_waiters, within,
+    CLOCK_SLACK, assert_between, eventually, expect_sqlstate, finish, key, owner, wait_for_waiters,
+    wait_for_watchers, within,
 };
 pub use cluster::{Cluster, StopMode, workspace_root};
+pub use listener::Listener;
 pub use session::{Attempt, LeaseRow, Session};
 pub use tokio_postgres::error::SqlState;
 pub use tokio_postgres::{Client, Error, NoTls};

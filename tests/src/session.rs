@@ -56,6 +56,10 @@ const LEASE_ROW: &str = "SELECT key, owner, fence, hold_count, \
        extract(epoch FROM acquired_at)::float8, extract(epoch FROM expires_at)::float8, \
        holder_pid, holder_role::text, waiters \
      FROM dlock_locks WHERE key OPERATOR(pg_catalog.=) $1";
+/// Sessions holding the watch lock (advisory, field4 0x6b04) of a key hash.
+const WATCHERS: &str = "SELECT count(*) FROM pg_catalog.pg_locks \
+     WHERE locktype = 'advisory' AND objsubid = 27396 AND granted AND pid <> pg_catalog.pg_backend_pid() \
+       AND ((classid::int8 << 32) | objid::int8) = $1";
 const SERVER_NOW: &str = "SELECT extract(epoch FROM pg_catalog.clock_timestamp())::float8";
 
 impl Session {
@@ -201,6 +205,16 @@ impl Session {
     /// How many sessions `dlock_locks` says wait on `key` (0 when the key has no live lease).
     pub async fn waiters(&self, key: &str) -> Result<i32, Error> {
         Ok(self.lease(key).await?.map_or(0, |row| row.waiters))
+    }
+
+    /// How many other sessions watch `key` (hold its watch lock). Learns the key's hash by
+    /// watching it briefly itself.
+    pub async fn watchers(&self, key: &str) -> Result<i64, Error> {
+        let channel: String = self.one("SELECT dlock_watch($1)", &[&key]).await?;
+        let _: bool = self.one("SELECT dlock_unwatch($1)", &[&key]).await?;
+        let hex = channel.strip_prefix("dlock_").expect("a dlock_<hash> channel");
+        let hash = u64::from_str_radix(hex, 16).expect("a hex key hash") as i64;
+        self.one(WATCHERS, &[&hash]).await
     }
 
     /// The server's clock (`clock_timestamp()`), in epoch seconds.
