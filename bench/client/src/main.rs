@@ -14,6 +14,8 @@
 //! count; the tables give medians over the rounds, and the client's overhead is the median of
 //! its per-round overhead against raw pool in the same round.
 
+mod handoff;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,6 +71,15 @@ struct Args {
     /// Unrecorded run of each contender before the rounds of a task count (s).
     #[arg(long, default_value_t = 0.5)]
     warmup_seconds: f64,
+    /// Hand-offs to one waiting acquire measured per wait mode (0: skip).
+    #[arg(long, default_value_t = 200)]
+    handoff_samples: usize,
+    /// Waiters of the crowd hand-off run (0: skip), spread over `--crowd-keys` keys.
+    #[arg(long, default_value_t = 1000)]
+    crowd_waiters: usize,
+    /// Keys of the crowd hand-off run.
+    #[arg(long, default_value_t = 100)]
+    crowd_keys: usize,
     /// Directory for results.json and results.md.
     #[arg(long)]
     out: PathBuf,
@@ -328,6 +339,7 @@ struct Results {
     environment: Vec<(String, String)>,
     rows: Vec<Row>,
     overhead: Vec<Overhead>,
+    handoff: Vec<handoff::HandoffRow>,
     notes: Vec<String>,
 }
 
@@ -428,6 +440,28 @@ fn markdown(results: &Results) -> String {
             o.p50_percent,
             target
         );
+    }
+    if !results.handoff.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n## Hand-off to waiting acquires: from the release returning to the grant returning\n"
+        );
+        let _ =
+            writeln!(md, "| scenario | samples | p50 µs | p99 µs | max µs | connections at most | total s |");
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+        for h in &results.handoff {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} |",
+                h.scenario,
+                h.samples,
+                h.p50_us,
+                h.p99_us,
+                h.max_us,
+                h.connections.map_or("—".to_string(), |c| c.to_string()),
+                h.elapsed_s.map_or("—".to_string(), |e| format!("{e:.2}"))
+            );
+        }
     }
     if !results.notes.is_empty() {
         let _ = writeln!(md, "\n## Notes\n");
@@ -541,7 +575,29 @@ async fn run(args: &Args) -> Result<()> {
          rounds: the extra time the client spends per pair."
             .to_string(),
     ];
-    let results = Results { stamp: args.stamp.clone(), environment, rows, overhead: overheads, notes };
+    let url = format!("host={} port={} user=postgres dbname=postgres", args.host, args.port);
+    let mut handoffs = Vec::new();
+    if args.handoff_samples > 0 {
+        eprintln!("bench-client: hand-off to one waiter, {} samples per mode", args.handoff_samples);
+        handoffs.extend(
+            handoff::one_waiter(&url, args.handoff_samples, &format!("bench-client:{run_id}")).await?,
+        );
+    }
+    if args.crowd_waiters > 0 {
+        eprintln!("bench-client: {} waiters on {} keys", args.crowd_waiters, args.crowd_keys);
+        let prefix = format!("bench-client:{run_id}");
+        handoffs.push(
+            handoff::crowd(&url, &setup.client, args.crowd_waiters, args.crowd_keys.max(1), &prefix).await?,
+        );
+    }
+    let results = Results {
+        stamp: args.stamp.clone(),
+        environment,
+        rows,
+        overhead: overheads,
+        handoff: handoffs,
+        notes,
+    };
     let md = markdown(&results);
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&results)?)?;
