@@ -9,7 +9,7 @@
 #      and all on one key), against advisory-lock waiters and an idle baseline.
 # dlock is measured on two throwaway clusters with durable defaults: one that loads it on demand
 # (CREATE EXTENSION only, as the README installs it) and one with shared_preload_libraries =
-# 'dlock'; the design needs no preload, so the two should measure the same. Redis runs on a free
+# 'dlock', where a release hands the key to the head of the queue in its own transaction. Redis runs on a free
 # loopback port without persistence. Everything is stopped at the end.
 # Results (results.md, results.json) go to $BUILD/bench/wait-<timestamp>/.
 #

@@ -10,7 +10,11 @@
 //! granted by the lock manager the moment the bindings go (they wait on them), and woken again
 //! once all its locks are gone.
 
-use crate::{queue, session, watch};
+use crate::current::now;
+use crate::lease;
+use crate::spi::Spi;
+use crate::store;
+use crate::{queue, session, waitslot, watch};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
@@ -34,16 +38,49 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             let freed = FREED.with(|f| f.borrow().clone());
             watch::notify_watched(freed);
         }
+        XACT_EVENT_PRE_PREPARE if waitslot::has_offers() => pgrx::error!(
+            "dlock: cannot PREPARE a transaction that handed a released key to a waiting session"
+        ),
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+            // Grants to waiting heads first, so that the heads woken next find them.
+            waitslot::settle(true);
             for hash in FREED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
                 queue::wake_head(hash);
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE => {
+            waitslot::settle(false);
+            // A wait that ended in an error leaves nothing behind in its slot.
+            waitslot::abandon();
             FREED.with(|f| f.borrow_mut().clear())
         }
         _ => {}
     }
+}
+
+/// Direct hand-off (preloaded only): grants the freed `key` to the head of its queue in this
+/// transaction, if the head published a TTL request for exactly this key. Call after the
+/// release wrote, holding the key lock, once the release's own durability was settled: the
+/// grant makes the commit durable again (it is an acquire).
+pub fn hand_over(spi: &Spi, key: &str, hash: u64) {
+    if !waitslot::enabled() {
+        return;
+    }
+    let Some(index) = queue::head(hash).map(|p| waitslot::index_of(p)) else { return };
+    let Some((request, seq)) = waitslot::request_for(index, key, hash) else { return };
+    let now = now();
+    let fence = store::grant(
+        spi,
+        &store::NewLease {
+            key,
+            owner: &request.owner,
+            role: request.role,
+            acquired_at: now,
+            expires_at: lease::expiry(now, Some(request.ttl_us)),
+            holder_pid: request.pid,
+        },
+    );
+    waitslot::offer(index, seq, fence);
 }
 
 /// Registers the commit callback; called once from `_PG_init`.

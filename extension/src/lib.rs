@@ -26,6 +26,7 @@ mod spi;
 mod store;
 mod sweep;
 mod wait;
+mod waitslot;
 mod watch;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -39,6 +40,7 @@ pub extern "C-unwind" fn _PG_init() {
     session::register_callbacks();
     durability::register_callbacks();
     handoff::register_callbacks();
+    waitslot::request_at_preload();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

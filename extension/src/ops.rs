@@ -124,6 +124,7 @@ pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
         if store::release_last_hold(spi, key, owner, role, now) {
             handoff::wake_at_commit(hash);
             durability::released_if(eligible);
+            handoff::hand_over(spi, key, hash);
             return Ok(true);
         }
         // Off the common path: admin standing (catalog lookups) only matters from here on.
@@ -138,6 +139,7 @@ pub fn release(key: &str, owner: &str) -> Result<bool, DlockError> {
             Release::Free => {
                 free(spi, key, row.as_ref().map(|l| l.fence));
                 durability::released_if(eligible);
+                handoff::hand_over(spi, key, hash);
                 Ok(true)
             }
             Release::NotHeld => {
@@ -155,7 +157,7 @@ pub fn release_all(owner: &str) -> i32 {
     let role_filter = (!caller.admin).then_some(caller.role);
     spi::connect(|spi| {
         let eligible = durability::release_eligible();
-        let mut freed = 0;
+        let mut freed = Vec::new();
         // Key order: two release_all calls lock their keys in the same order.
         for key in store::keys_of_owner(spi, owner, role_filter) {
             let hash = key_hash(&key);
@@ -166,15 +168,18 @@ pub fn release_all(owner: &str) -> i32 {
                     if l.owner == owner && role_filter.is_none_or(|r| r == l.role) && is_live(&l, now) =>
                 {
                     free(spi, &key, Some(l.fence));
-                    freed += 1;
+                    freed.push(key);
                 }
                 _ => keylock::unlock_key(hash),
             }
         }
-        if freed > 0 {
+        if !freed.is_empty() {
             durability::released_if(eligible);
         }
-        freed
+        for key in &freed {
+            handoff::hand_over(spi, key, key_hash(key));
+        }
+        freed.len() as i32
     })
 }
 
@@ -215,6 +220,7 @@ pub fn force_release(key: &str) -> Result<bool, DlockError> {
                 let eligible = durability::release_eligible();
                 free(spi, key, Some(l.fence));
                 durability::released_if(eligible);
+                handoff::hand_over(spi, key, hash);
                 Ok(true)
             }
             _ => {

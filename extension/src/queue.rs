@@ -30,28 +30,31 @@ pub fn leave(hash: u64) {
     keylock::release(&tag(SPACE_QUEUE, hash), pg_sys::ExclusiveLock, false);
 }
 
-/// Wakes the head of the key's queue, if any, so it re-reads the lease.
-pub fn wake_head(hash: u64) {
+/// The head of the key's queue (the holder of its queue lock), if any.
+pub fn head(hash: u64) -> Option<&'static mut pg_sys::PGPROC> {
     let queue = tag(SPACE_QUEUE, hash);
     // SAFETY: GetLockConflicts returns the holders' virtual transaction ids (never ours); the
-    // proc array lives in shared memory for the postmaster's life; setting a latch is harmless.
+    // proc array lives in shared memory for the postmaster's life.
     unsafe {
         let mut count = 0;
         let holders = pg_sys::GetLockConflicts(&queue, pg_sys::AccessExclusiveLock as i32, &mut count);
         if holders.is_null() || count == 0 {
-            return;
+            return None;
         }
         let procs = std::slice::from_raw_parts_mut(
             (*pg_sys::ProcGlobal).allProcs,
             (*pg_sys::ProcGlobal).allProcCount as usize,
         );
-        for i in 0..count as usize {
-            let vxid = *holders.add(i);
-            if let Some(proc) =
-                procs.iter_mut().find(|p| p.backendId == vxid.backendId && p.lxid == vxid.localTransactionId)
-            {
-                pg_sys::SetLatch(&mut proc.procLatch);
-            }
-        }
+        // The queue lock is exclusive: one holder.
+        let vxid = *holders;
+        procs.iter_mut().find(|p| p.backendId == vxid.backendId && p.lxid == vxid.localTransactionId)
+    }
+}
+
+/// Wakes the head of the key's queue, if any, so it re-reads the lease (or its slot).
+pub fn wake_head(hash: u64) {
+    if let Some(proc) = head(hash) {
+        // SAFETY: setting another backend's latch is how PostgreSQL wakes it.
+        unsafe { pg_sys::SetLatch(&mut proc.procLatch) };
     }
 }

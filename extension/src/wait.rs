@@ -18,6 +18,7 @@ use crate::lease::{Blocker, Caller, Timestamp};
 use crate::ops;
 use crate::queue;
 use crate::session;
+use crate::waitslot;
 use pgrx::pg_sys;
 
 /// How much longer than `deadlock_timeout` a head waits on a session-bound holder in one go:
@@ -36,15 +37,27 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
     if keyed && let Ok(fence) = ops::try_acquire(key, hash, caller, ttl, false) {
         return Some(fence);
     }
-    if try_only || !keyed || !queue::join(hash, deadline) {
+    if try_only || !keyed {
         return None;
     }
+    suggest_preload_once();
+    if !queue::join(hash, deadline) {
+        return None;
+    }
+    // At the head. Preloaded, a TTL request goes into the wait table, so that whoever frees the
+    // key can grant it to us in their own transaction (`handoff::hand_over`).
+    let published = ttl.is_some_and(|ttl| waitslot::publish(key, hash, caller.owner, caller.role, ttl));
     let granted = loop {
         // Never hand a lease to a client that hung up while it waited: it would sit unused
         // until its TTL ran out.
         ensure_client_connected();
         if !keylock::lock_key_until(hash, deadline) {
             break None;
+        }
+        // Holding the key lock, no hand-off is in flight: a grant to us has committed or not.
+        if published && let waitslot::Answer::Granted(fence) = waitslot::answer() {
+            keylock::unlock_key(hash);
+            break Some(fence);
         }
         let blocker = match ops::try_acquire(key, hash, caller, ttl, true) {
             Ok(fence) => break Some(fence),
@@ -75,6 +88,7 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
             Blocker::Queue => sleep_until(deadline),
         }
     };
+    let granted = if published { withdraw(hash, granted) } else { granted };
     // Granted: stay at the head until this transaction ends (its commit lets the queue lock go),
     // so the next in line wakes after the grant is durable, not in the middle of its WAL flush.
     // Not granted: leave at once.
@@ -82,6 +96,41 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         queue::leave(hash);
     }
     granted
+}
+
+/// The first wait of a session on a server that does not preload dlock says, once, what
+/// preloading would add. (`CREATE EXTENSION` cannot: extension scripts run with notices muted.)
+fn suggest_preload_once() {
+    thread_local! {
+        static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !waitslot::enabled() && !SAID.with(|s| s.replace(true)) {
+        pgrx::pg_sys::panic::ErrorReport::new(
+            pgrx::PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            "dlock: waiting without shared_preload_libraries = 'dlock' (said once per session)",
+            "dlock_acquire",
+        )
+        .set_hint(
+            "Preloaded (then a restart), a freed key is handed to its waiter in the releaser's \
+             transaction, sparing the waiter a WAL flush; everything works without it.",
+        )
+        .report(pgrx::PgLogLevel::NOTICE);
+    }
+}
+
+/// Takes our request out of the wait table once the wait is over. A hand-off that committed
+/// meanwhile wins over a deadline (the lease is ours, durably); one still in flight is waited
+/// for, as any transaction changing the key is.
+fn withdraw(hash: u64, granted: Option<i64>) -> Option<i64> {
+    loop {
+        match waitslot::withdraw() {
+            Ok(handed) => return granted.or(handed),
+            Err(waitslot::InFlight) => {
+                keylock::lock_key(hash);
+                keylock::unlock_key(hash);
+            }
+        }
+    }
 }
 
 /// One attempt that never queues, for clients that wait elsewhere (on a `dlock_watch`): it

@@ -135,6 +135,8 @@ pub struct Results {
 #[derive(Clone, Debug, Serialize)]
 pub struct Ratio {
     pub measurement: String,
+    /// The dlock cluster: on demand or preloaded.
+    pub cluster: String,
     /// `release returned` or `release called`: where the latency is measured from.
     pub from: String,
     pub against: String,
@@ -146,25 +148,27 @@ fn divide(a: f64, b: f64) -> Option<f64> {
     (b >= 1.0).then(|| a / b)
 }
 
-/// dlock's row (the on-demand cluster) over each peer's, for each measurement and both origins.
+/// dlock's rows (each cluster) over each peer's, for each measurement and both origins.
 pub fn ratios(handoff: &[LatencyRow], chain: &[LatencyRow], peers: &[&str]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for (measurement, rows) in [("hand-off, 1 waiter", handoff), ("chain of waiters", chain)] {
-        let Some(dlock) = rows.iter().find(|r| r.targeted && r.cluster == crate::ON_DEMAND) else { continue };
-        for (from, figures) in [
-            ("release returned", (|s: &Summary| s.after_return.clone()) as fn(&Summary) -> Figures),
-            ("release called", |s: &Summary| s.after_call.clone()),
-        ] {
-            for peer in peers {
-                if let Some(p) = rows.iter().find(|r| r.contender == *peer) {
-                    let (d, p) = (figures(&dlock.summary), figures(&p.summary));
-                    out.push(Ratio {
-                        measurement: measurement.to_string(),
-                        from: from.to_string(),
-                        against: peer.to_string(),
-                        p50: divide(d.p50_us, p.p50_us),
-                        p99: divide(d.p99_us, p.p99_us),
-                    });
+        for dlock in rows.iter().filter(|r| r.targeted) {
+            for (from, figures) in [
+                ("release returned", (|s: &Summary| s.after_return.clone()) as fn(&Summary) -> Figures),
+                ("release called", |s: &Summary| s.after_call.clone()),
+            ] {
+                for peer in peers {
+                    if let Some(p) = rows.iter().find(|r| r.contender == *peer) {
+                        let (d, p) = (figures(&dlock.summary), figures(&p.summary));
+                        out.push(Ratio {
+                            measurement: measurement.to_string(),
+                            cluster: dlock.cluster.to_string(),
+                            from: from.to_string(),
+                            against: peer.to_string(),
+                            p50: divide(d.p50_us, p.p50_us),
+                            p99: divide(d.p99_us, p.p99_us),
+                        });
+                    }
                 }
             }
         }
@@ -248,13 +252,17 @@ pub fn markdown(results: &Results) -> String {
          granted in the order the waiters arrived.\n"
     );
     latency_table(&mut out, &results.chain, t, true);
-    let _ = writeln!(out, "\n## dlock (on demand) over its peers\n");
-    let _ = writeln!(out, "| measurement | latency from | dlock / | p50 | p99 |\n|---|---|---|---:|---:|");
+    let _ = writeln!(out, "\n## dlock over its peers\n");
+    let _ = writeln!(
+        out,
+        "| measurement | dlock cluster | latency from | dlock / | p50 | p99 |\n|---|---|---|---|---:|---:|"
+    );
     for r in &results.ratios {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             r.measurement,
+            r.cluster,
             r.from,
             r.against,
             ratio_cell(r.p50),

@@ -5,3 +5,4 @@ SELECT key, owner, fence, hold_count, acquired_at, expires_at, holder_pid,
        pg_catalog.pg_get_userbyid(holder_role) AS holder_role, waiters
 FROM dlock_internal.locks();
 GRANT SELECT ON dlock_locks TO PUBLIC;
+
