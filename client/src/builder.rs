@@ -5,13 +5,21 @@ use std::time::{Duration, Instant, SystemTime};
 use deadpool_postgres::Object;
 
 use crate::client::Client;
-use crate::error::Error;
+use crate::error::{Error, ServerMessage};
 use crate::guard::{Guard, LeaseState};
 use crate::sql;
 use crate::waiting::Tried;
 
 /// The ttl of a lease unless [`LockBuilder::ttl`] says otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// Longer durations are taken as this (about 285,000 years): PostgreSQL's intervals and the
+/// clocks' arithmetic end not far beyond, and nothing real waits or lives that long.
+pub const MAX_DURATION: Duration = Duration::from_secs(9_000_000_000_000);
+
+/// Longest key and owner the server accepts, in bytes (the contract's limits).
+const MAX_KEY_BYTES: usize = 1024;
+const MAX_OWNER_BYTES: usize = 256;
 
 /// How long an acquire may wait for the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +64,7 @@ impl LockBuilder {
     /// The lease's time to live (default 30 s): it ends by itself this long after the last
     /// grant or renewal, if the holder dies. Undoes [`session_bound`](Self::session_bound).
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
+        self.ttl = Some(ttl.min(MAX_DURATION));
         self
     }
 
@@ -77,7 +85,7 @@ impl LockBuilder {
     /// in arrival order). [`acquire`](Self::acquire) then fails with [`Error::Timeout`] when
     /// it elapses. Default: no wait.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait) };
+        self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait.min(MAX_DURATION)) };
         self
     }
 
@@ -109,7 +117,7 @@ impl LockBuilder {
     /// before the lease runs out). Turns the watchdog on.
     pub fn renew_every(mut self, every: Duration) -> Self {
         self.watchdog = true;
-        self.renew_every = Some(every);
+        self.renew_every = Some(every.min(MAX_DURATION));
         self
     }
 
@@ -139,6 +147,7 @@ impl LockBuilder {
     /// server drops the call (a grant that had already committed ends by its ttl, or at once
     /// for a session-bound lease).
     pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
+        self.check()?;
         let waits = match (&self.client.waits, self.wait) {
             (Some(waits), Wait::Up(_) | Wait::Forever) if !self.server_queue => waits.clone(),
             (_, wait) => {
@@ -165,6 +174,37 @@ impl LockBuilder {
         }
         let place = waits.enter(&self.key);
         place.wait(deadline, |settle| self.once(sql::TRY_ACQUIRE, settle.map(|s| s.as_secs_f64()))).await
+    }
+
+    /// The contract's fixed limits, checked before anything is sent (the server checks them
+    /// too): a call must not wait behind the client's line for a key only to be refused.
+    /// `dlock.max_ttl` is the server's alone.
+    fn check(&self) -> Result<(), Error> {
+        let refuse = |message: String| {
+            Err(Error::InvalidArgument(ServerMessage {
+                code: "22023".into(),
+                message,
+                detail: Some("checked by the client before sending".into()),
+                hint: None,
+            }))
+        };
+        for (what, value, max) in
+            [("key", self.key.as_str(), MAX_KEY_BYTES), ("owner", &*self.client.owner, MAX_OWNER_BYTES)]
+        {
+            if value.is_empty() {
+                return refuse(format!("dlock: {what} must not be empty"));
+            }
+            if value.len() > max {
+                return refuse(format!(
+                    "dlock: {what} is {} bytes long, the limit is {max} bytes",
+                    value.len()
+                ));
+            }
+        }
+        if self.ttl.is_some_and(|ttl| ttl < Duration::from_micros(1)) {
+            return refuse("dlock: ttl must be positive".into());
+        }
+        Ok(())
     }
 
     /// One acquire statement (`sql::ACQUIRE` with a wait, or `sql::TRY_ACQUIRE` with a settle

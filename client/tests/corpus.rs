@@ -7,8 +7,9 @@
 //! (look-alikes, SQL-injection strings) must work as ordinary, distinct ones.
 //!
 //! The tests compare whole-state snapshots, so they run one at a time. Each prints
-//! `client corpus: N bad inputs tried (...)`. Cases the client gets wrong are `#[ignore]`d
-//! tests named for what they should do.
+//! `client corpus: N bad inputs tried (...)`. The last three tests pin bugs this corpus found
+//! and that were fixed: panics on `Duration::MAX`, and a bad argument waiting behind the
+//! client's own line for the key instead of being refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -308,8 +309,6 @@ async fn injection_strings_are_ordinary_keys_and_owners_through_the_client() {
 /// A wait of `Duration::MAX` is a wait without practical limit and a ttl of `Duration::MAX` is
 /// above `dlock.max_ttl`: neither may panic, and the ttl is an invalid argument.
 #[tokio::test]
-#[ignore = "bug: wait(Duration::MAX) panics (Instant + Duration overflow in LockBuilder::try_acquire); \
-            server_queue().wait(Duration::MAX) and ttl(Duration::MAX) come back as Error::Database(22008)"]
 async fn huge_durations_neither_panic_nor_come_back_as_database_errors() {
     let _serial = SERIAL.lock().await;
     let mut corpus = Corpus::new("huge_durations").await;
@@ -342,8 +341,6 @@ async fn huge_durations_neither_panic_nor_come_back_as_database_errors() {
 /// wait of the same client is lined up for the key, the call must not sit behind it and end in
 /// `Timeout`.
 #[tokio::test]
-#[ignore = "bug: a call with a bad ttl (or owner) waits behind the client's local line for the key and \
-            ends in Error::Timeout without reaching the server"]
 async fn a_bad_ttl_behind_a_waiter_of_the_same_client_is_an_invalid_argument() {
     let _serial = SERIAL.lock().await;
     let mut corpus = Corpus::new("bad_ttl_behind_a_line").await;
@@ -364,8 +361,6 @@ async fn a_bad_ttl_behind_a_waiter_of_the_same_client_is_an_invalid_argument() {
 /// A renewal period too long to schedule means "never renew": the lease runs out at its ttl and
 /// `lost` fires, as with the watchdog off.
 #[tokio::test]
-#[ignore = "bug: renew_every(Duration::MAX) panics in the watchdog task (Instant + Duration overflow), \
-            so lost() never fires"]
 async fn renew_every_duration_max_still_fires_lost_when_the_ttl_runs_out() {
     let _serial = SERIAL.lock().await;
     let k = key("corpus_renew_every", "k");

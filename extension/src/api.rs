@@ -63,7 +63,7 @@ fn dlock_try_acquire(
     let key = args::key(key).or_raise(F);
     let owner = args::owner(owner).or_raise(F);
     let ttl = args::ttl(interval_micros(ttl), guc::max_ttl_us()).or_raise(F);
-    let settle = args::wait(interval_micros(settle)).or_raise(F);
+    let settle = args::settle(interval_micros(settle)).or_raise(F);
     let caller = Caller { role: role::caller(), owner, admin: false };
     let deadline = settle.map(|s| crate::current::now().saturating_add(s));
     let row = match wait::try_once(key, &caller, ttl, deadline) {

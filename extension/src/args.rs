@@ -62,9 +62,18 @@ pub fn ttl(value: Option<i128>, max: Micros) -> Result<Option<Micros>, ArgError>
 
 /// A checked wait: `None` (SQL NULL) waits without limit; huge waits are clamped, never wrap.
 pub fn wait(value: Option<i128>) -> Result<Option<Micros>, ArgError> {
+    duration("wait", value)
+}
+
+/// A checked `settle` of `dlock_try_acquire`: the same rules as a wait.
+pub fn settle(value: Option<i128>) -> Result<Option<Micros>, ArgError> {
+    duration("settle", value)
+}
+
+fn duration(name: &'static str, value: Option<i128>) -> Result<Option<Micros>, ArgError> {
     let Some(us) = value else { return Ok(None) };
     if us < 0 {
-        return Err(ArgError::Negative("wait"));
+        return Err(ArgError::Negative(name));
     }
     Ok(Some(us.min(i128::from(Micros::MAX)) as Micros))
 }

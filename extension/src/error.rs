@@ -55,7 +55,7 @@ impl DlockError {
             DlockError::Arg(ArgError::Negative(arg)) => (
                 ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("dlock: {arg} must not be negative"),
-                Some("Use wait => '0' to try once, or wait => NULL to wait without limit.".into()),
+                Some(format!("Use {arg} => '0' to try once, or {arg} => NULL to wait without limit.")),
             ),
             DlockError::ForeignRole { action } => (
                 ERRCODE_INSUFFICIENT_PRIVILEGE,

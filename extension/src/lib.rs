@@ -40,6 +40,7 @@ pub extern "C-unwind" fn _PG_init() {
     session::register_callbacks();
     durability::register_callbacks();
     handoff::register_callbacks();
+    watch::register_callbacks();
     waitslot::request_at_preload();
 }
 

@@ -13,6 +13,7 @@
 
 use crate::keylock::{self, SPACE_WATCH, tag};
 use pgrx::pg_sys;
+use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 
 // commands/async.h, which pgrx does not bind.
@@ -31,32 +32,127 @@ fn c_channel(hash: u64) -> CString {
     CString::new(channel(hash)).expect("no NUL in a hex name")
 }
 
-/// Registers this session as watching the key (idempotent) and LISTENs on its channel.
+/// A watch change of the open transaction, settled when it ends: like the LISTEN or UNLISTEN
+/// that goes with it, a watch takes effect at commit and is undone by a rollback.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// The watch lock was taken in this transaction: let it go again on rollback.
+    Watch,
+    /// Let the watch lock go at commit.
+    Unwatch,
+}
+
+struct Pending {
+    hash: u64,
+    change: Change,
+    subxact: pg_sys::SubTransactionId,
+}
+
+thread_local! {
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+}
+
+fn holds_watch(hash: u64) -> bool {
+    // SAFETY: a lookup in this backend's lock table.
+    unsafe { pg_sys::LockHeldByMe(&tag(SPACE_WATCH, hash), pg_sys::ShareLock as pg_sys::LOCKMODE) }
+}
+
+fn push(hash: u64, change: Change) {
+    // SAFETY: called inside a transaction.
+    let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    PENDING.with(|p| p.borrow_mut().push(Pending { hash, change, subxact }));
+}
+
+/// Registers this session as watching the key (idempotent) and LISTENs on its channel, both
+/// from this transaction's commit on.
 pub fn watch(hash: u64) {
-    let watch = tag(SPACE_WATCH, hash);
     let channel = c_channel(hash);
-    // SAFETY: LISTEN takes effect at commit, like the SQL command; the lock calls are the
-    // lock manager's own, on a tag of ours.
-    unsafe {
-        Async_Listen(channel.as_ptr());
-        if !pg_sys::LockHeldByMe(&watch, pg_sys::ShareLock as pg_sys::LOCKMODE) {
-            keylock::acquire(&watch, pg_sys::ShareLock, true, true);
-        }
+    // SAFETY: LISTEN takes effect at commit, like the SQL command.
+    unsafe { Async_Listen(channel.as_ptr()) };
+    let cancelled_unwatch = PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        let before = p.len();
+        p.retain(|x| !(x.hash == hash && x.change == Change::Unwatch));
+        p.len() != before
+    });
+    if !cancelled_unwatch && !holds_watch(hash) {
+        // The lock at once, so that releases from now on see the watch (see the module docs).
+        keylock::acquire(&tag(SPACE_WATCH, hash), pg_sys::ShareLock, true, true);
+        push(hash, Change::Watch);
     }
 }
 
-/// Ends this session's watch of the key (and its LISTEN); whether it had one.
+/// Ends this session's watch of the key (and its LISTEN) at commit; whether it had one.
 pub fn unwatch(hash: u64) -> bool {
-    let watch = tag(SPACE_WATCH, hash);
-    let channel = c_channel(hash);
-    // SAFETY: as in `watch`.
-    let held = unsafe { pg_sys::LockHeldByMe(&watch, pg_sys::ShareLock as pg_sys::LOCKMODE) };
-    if held {
-        keylock::release(&watch, pg_sys::ShareLock, true);
-        // SAFETY: UNLISTEN of a channel, effective at commit.
-        unsafe { Async_Unlisten(channel.as_ptr()) };
+    let pending_unwatch =
+        PENDING.with(|p| p.borrow().iter().any(|x| x.hash == hash && x.change == Change::Unwatch));
+    if !holds_watch(hash) || pending_unwatch {
+        return false;
     }
-    held
+    let channel = c_channel(hash);
+    // SAFETY: UNLISTEN of a channel, effective at commit.
+    unsafe { Async_Unlisten(channel.as_ptr()) };
+    push(hash, Change::Unwatch);
+    true
+}
+
+fn release_watch(hash: u64) {
+    if holds_watch(hash) {
+        keylock::release(&tag(SPACE_WATCH, hash), pg_sys::ShareLock, true);
+    }
+}
+
+fn settle(commit: bool, subxact: Option<(pg_sys::SubTransactionId, pg_sys::SubTransactionId)>) {
+    let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let mut kept = Vec::new();
+    for mut p in pending {
+        match subxact {
+            Some((sub, _)) if p.subxact != sub => kept.push(p),
+            Some((_, parent)) if commit => {
+                p.subxact = parent;
+                kept.push(p);
+            }
+            _ => match (p.change, commit) {
+                (Change::Unwatch, true) | (Change::Watch, false) => release_watch(p.hash),
+                _ => {}
+            },
+        }
+    }
+    PENDING.with(|p| *p.borrow_mut() = kept);
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => settle(true, None),
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => settle(false, None),
+        _ => {}
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    sub: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => settle(true, Some((sub, parent))),
+        SUBXACT_EVENT_ABORT_SUB => settle(false, Some((sub, parent))),
+        _ => {}
+    }
+}
+
+/// Registers the transaction callbacks; called once from `_PG_init`.
+pub fn register_callbacks() {
+    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
+    }
 }
 
 /// Whether any session (this one included) watches the key. Needs an open transaction.

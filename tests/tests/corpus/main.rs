@@ -97,9 +97,6 @@ async fn ended_waits_fail_with_57014_and_leave_no_trace() {
 /// A watch taken by a statement that then fails, or in a transaction that is rolled back, is
 /// undone: LISTEN is, and the watch lock must be too; an unwatch rolled back keeps both.
 #[tokio::test]
-#[ignore = "bug: dlock_watch's session-level watch lock survives the failure or rollback of its \
-            statement or transaction (LISTEN does not), e.g. SELECT dlock_watch('k'), dlock_watch(NULL); \
-            and a rolled-back dlock_unwatch drops it (LISTEN stays)"]
 async fn a_watch_in_a_failed_statement_or_rolled_back_transaction_is_undone() {
     const T: &str = "undone_watches";
     serially(T, watches::run_undone_watches(T)).await;
