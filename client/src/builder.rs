@@ -225,11 +225,15 @@ impl LockBuilder {
             let retry_after = if row.len() > 3 { row.try_get::<_, Option<f64>>(3)? } else { None };
             return Ok(Tried::Busy(retry_after.map(|s| Duration::from_secs_f64(s.max(0.0)))));
         };
-        let expires_at: Option<SystemTime> = row.try_get(1)?;
-        let server_elapsed: f64 = row.try_get(2)?;
-        // A local deadline no later than the server's expiry: the server's grant happened at
-        // most `server_elapsed` after it received the statement, which was after `sent`.
-        let deadline = self.ttl.map(|ttl| sent + Duration::from_secs_f64(server_elapsed.max(0.0)) + ttl);
+        let server_now: SystemTime = row.try_get(1)?;
+        let statement_start: SystemTime = row.try_get(2)?;
+        let server_elapsed = server_now.duration_since(statement_start).unwrap_or_default();
+        // The server's expiry is its grant time plus the ttl; read just after the grant.
+        let expires_at = self.ttl.map(|ttl| server_now + ttl);
+        // A local deadline no later than the server's expiry, give or take the microseconds
+        // between the grant and the clock reading: the grant happened at most `server_elapsed`
+        // after the server received the statement, which was after `sent`.
+        let deadline = self.ttl.map(|ttl| sent + server_elapsed + ttl);
         tracing::debug!(key = %self.key, fence, "dlock: acquired");
         let state =
             LeaseState::new(self.client.clone(), self.key.clone(), fence, self.ttl, expires_at, deadline);

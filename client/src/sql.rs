@@ -3,24 +3,18 @@
 //! Durations travel as seconds (`float8`) and become intervals on the server, so that NULL
 //! (session-bound ttl, endless wait) passes through unchanged.
 
-/// `dlock_acquire`, with the expiry it granted (server clock, NULL for a session-bound lease or
-/// no grant) and how long the server took from receiving the statement to the grant, in seconds.
-///
-/// The function runs in FROM, before the target list, so both clock readings follow the grant.
+/// `dlock_acquire`, then the server clock right after it and the statement's start (the
+/// target list is evaluated in order): the grant's expiry and how long the server took to grant
+/// are derived from them. Kept as light as the bare call: no function scan, no arithmetic.
 pub const ACQUIRE: &str = "\
-SELECT f, \
-       CASE WHEN f IS NOT NULL THEN pg_catalog.clock_timestamp() + $3::float8 * interval '1 second' END, \
-       extract(epoch FROM pg_catalog.clock_timestamp() - pg_catalog.statement_timestamp())::float8 \
-  FROM dlock_acquire($1::text, $2::text, $3::float8 * interval '1 second', \
-                     $4::float8 * interval '1 second') AS f";
+SELECT dlock_acquire($1::text, $2::text, $3::float8 * interval '1 second', $4::float8 * interval '1 second'), \
+       pg_catalog.clock_timestamp(), pg_catalog.statement_timestamp()";
 
-/// `dlock_try_acquire`: like `ACQUIRE`, plus how long until the blocking lease expires (seconds,
-/// NULL when only a release frees it); `$4` is how long to wait for a transaction changing the
-/// key, never in a queue.
+/// `dlock_try_acquire`, with the same two clock readings, and how long until the blocking
+/// lease expires (seconds, NULL when only a release frees it); `$4` is how long to wait for a
+/// transaction changing the key, never in a queue.
 pub const TRY_ACQUIRE: &str = "\
-SELECT t.fence, \
-       CASE WHEN t.fence IS NOT NULL THEN pg_catalog.clock_timestamp() + $3::float8 * interval '1 second' END, \
-       extract(epoch FROM pg_catalog.clock_timestamp() - pg_catalog.statement_timestamp())::float8, \
+SELECT t.fence, pg_catalog.clock_timestamp(), pg_catalog.statement_timestamp(), \
        extract(epoch FROM t.retry_after)::float8 \
   FROM dlock_try_acquire($1::text, $2::text, $3::float8 * interval '1 second', \
                          $4::float8 * interval '1 second') AS t";

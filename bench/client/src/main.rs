@@ -37,11 +37,8 @@ const RELEASE: &str = "SELECT dlock_release($1, $2)";
 /// The client's own acquire statement (a copy of `ACQUIRE` in client/src/sql.rs, which is
 /// private), for the contender that sends exactly what the client sends.
 const CLIENT_ACQUIRE: &str = "\
-SELECT f, \
-       CASE WHEN f IS NOT NULL THEN pg_catalog.clock_timestamp() + $3::float8 * interval '1 second' END, \
-       extract(epoch FROM pg_catalog.clock_timestamp() - pg_catalog.statement_timestamp())::float8 \
-  FROM dlock_acquire($1::text, $2::text, $3::float8 * interval '1 second', \
-                     $4::float8 * interval '1 second') AS f";
+SELECT dlock_acquire($1::text, $2::text, $3::float8 * interval '1 second', $4::float8 * interval '1 second'), \
+       pg_catalog.clock_timestamp(), pg_catalog.statement_timestamp()";
 /// The client's own release statement (client/src/sql.rs).
 const CLIENT_RELEASE: &str = "SELECT dlock_release($1::text, $2::text)";
 const TTL: Duration = Duration::from_secs(30);
@@ -557,8 +554,8 @@ async fn run(args: &Args) -> Result<()> {
         format!(
             "Every pair: a durable acquire (one WAL flush) and a release on a key of its own, owner \
              fixed per task (raw) or per client. The client's acquire statement also reads the \
-             server clock twice (its expiry and the server-side time of the grant, for the \
-             watchdog's local deadline) and passes durations as float8 seconds: `{ACQUIRE}` is \
+             server clock and the statement's start (for the expiry and the watchdog's local \
+             deadline) and passes durations as float8 seconds: `{ACQUIRE}` is \
              what raw sends."
         ),
         "Pool vs pool: raw tokio-postgres takes a connection from a deadpool pool of 16 (fast \
