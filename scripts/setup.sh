@@ -5,7 +5,9 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGRX_VERSION=${PGRX_VERSION:-$(sed -n 's/^pgrx = "=\(.*\)"/\1/p' "$(dirname "$0")/../extension/Cargo.toml")}
 
 need=()
-for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 redis-server; do
+# pgbouncer and python3-psycopg: the fault suite (a pooler in transaction mode; a second language).
+for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 python3-psycopg redis-server \
+  pgbouncer; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
