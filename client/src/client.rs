@@ -313,6 +313,51 @@ mod tests {
         assert!(matches!(pg_config("host=x", no_env), Err(Error::Config(_))), "no user anywhere");
     }
 
+    // Fuzzing the one parser of ours that sees untrusted text (connection strings and PG*
+    // variables come from configuration): any input is parsed or refused, never a panic.
+    proptest::proptest! {
+        #[test]
+        fn any_connection_string_and_environment_is_parsed_or_refused(
+            url in proptest::string::string_regex("(?s).{0,120}").unwrap(),
+            vars in proptest::collection::vec(
+                (proptest::sample::select(vec!["PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD", "USER"]),
+                 proptest::string::string_regex("(?s).{0,40}").unwrap()),
+                0..6,
+            ),
+        ) {
+            let env = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
+            match pg_config(&url, env) {
+                Ok(config) => proptest::prop_assert!(config.get_user().is_some(), "a config always has a user"),
+                Err(e) => proptest::prop_assert!(matches!(e, Error::Config(_)), "{e:?}"),
+            }
+        }
+
+        #[test]
+        fn urls_built_from_parts_give_those_parts_back(
+            user in "[a-z][a-z0-9_]{0,15}",
+            host in "[a-z][a-z0-9-]{0,20}(\\.[a-z]{2,5})?",
+            port in 1u16..,
+            db in "[a-z][a-z0-9_]{0,15}",
+        ) {
+            let config = pg_config(&format!("postgresql://{user}@{host}:{port}/{db}"), no_env).unwrap();
+            proptest::prop_assert_eq!(config.get_user(), Some(user.as_str()));
+            proptest::prop_assert_eq!(config.get_ports(), &[port]);
+            proptest::prop_assert_eq!(config.get_dbname(), Some(db.as_str()));
+        }
+
+        #[test]
+        fn truncation_is_a_prefix_on_a_character_boundary(s in "\\PC{0,80}", max in 0usize..100) {
+            let t = truncate_to_char_boundary(&s, max);
+            proptest::prop_assert!(s.starts_with(t));
+            if s.len() <= max {
+                proptest::prop_assert_eq!(t, s.as_str());
+            } else {
+                // At most `max` bytes, and as many as fit: a character is at most 4 bytes.
+                proptest::prop_assert!(t.len() <= max && t.len() + 4 > max, "{} of {max}", t.len());
+            }
+        }
+    }
+
     #[test]
     fn truncation_keeps_whole_characters() {
         assert_eq!(truncate_to_char_boundary("héllo", 2), "h");
