@@ -10,7 +10,7 @@ CARGO       ?= cargo
 export PG_CONFIG PGRX_VERSION BUILD
 
 .PHONY: all setup build install cli demo test test-unit test-pg test-regress test-isolation test-integration \
-        bench-sql bench-wait bench-client fmt lint clean
+        bench bench-sql bench-wait bench-client fmt lint clean
 
 all: build
 
@@ -73,6 +73,10 @@ bench-wait: install
 # The Rust client's acquire+release overhead over the same SQL through raw tokio-postgres.
 bench-client: install
 	@bash bench/client.sh
+
+# Every contender on every workload in one run, with plots: bench/results/<timestamp>/.
+bench: install
+	@bash bench/suite.sh
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make bench`: dlock against its peers in one run (bench/suite: workloads, ratios, plots).
+# Starts its own servers on loopback — a tuned throwaway PostgreSQL with dlock preloaded and
+# durable defaults (fsync, synchronous_commit on), and redis-server without persistence — runs
+# every contender on every workload, and writes results.json, results.md and PNG plots to
+# bench/results/<timestamp>/. Everything is stopped at the end.
+#
+#   BENCH_ARGS="--seconds 2 --clients 1,8 --live 0,100000" bash bench/suite.sh   (see --help)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$root/build}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
+cluster_sh="$root/scripts/cluster.sh"
+cluster="$BUILD/bench-suite-cluster"
+redis_dir="$BUILD/bench-suite-redis"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out="$root/bench/results/$stamp"
+read -r -a extra_args <<<"${BENCH_ARGS:-}"
+
+echo "bench: building bench-suite (release)"
+"${CARGO:-cargo}" build --release -q -p bench-suite
+
+stop_redis() {
+  if [ -f "$redis_dir/redis.pid" ]; then
+    local pid
+    pid=$(cat "$redis_dir/redis.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    rm -f "$redis_dir/redis.pid"
+  fi
+}
+stop_all() {
+  bash "$cluster_sh" stop "$cluster" fast
+  stop_redis
+}
+
+bash "$cluster_sh" destroy "$cluster"
+trap stop_all EXIT
+# Tuned as a production lock server would be; durable: every acknowledged grant survives a crash.
+port=$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
+  "shared_preload_libraries = 'dlock'" \
+  "fsync = on" \
+  "synchronous_commit = on" \
+  "full_page_writes = on" \
+  "max_connections = 300" \
+  "shared_buffers = 512MB" \
+  "wal_buffers = 64MB" \
+  "max_wal_size = 8GB" \
+  "checkpoint_timeout = 30min" \
+  "autovacuum_vacuum_cost_limit = 2000" | sed -n 's/.* PGPORT=\([0-9]*\) .*/\1/p')
+psql_() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
+psql_ -c "CREATE EXTENSION dlock"
+psql_ -f "$root/bench/peers/naive_table_lock.sql"
+
+stop_redis
+rm -rf "$redis_dir"
+mkdir -p "$redis_dir"
+redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+  --daemonize yes --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" --dir "$redis_dir"
+for _ in $(seq 50); do
+  [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] && break
+  sleep 0.1
+done
+
+env_lines=(
+  "machine: $(nproc) vCPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
+  "PostgreSQL: $(psql_ -Atc 'SHOW server_version'), dlock preloaded, fsync on, synchronous_commit on, shared_buffers 512MB"
+  "Redis: $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), no persistence (appendonly no, save '')"
+  "clients: tokio-postgres / redis-rs over TCP on 127.0.0.1, one process; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+)
+env_args=()
+for line in "${env_lines[@]}"; do env_args+=(--environment "$line"); done
+mkdir -p "$out"
+"$root/target/release/bench-suite" --pg "host=127.0.0.1 port=$port user=postgres dbname=postgres" \
+  --redis-port "$redis_port" --out "$out" "${env_args[@]}" "${extra_args[@]}"
+echo
+echo "bench: written to $out (results.md, results.json, *.png)"
