@@ -16,6 +16,8 @@ pub enum DlockError {
     NotAdmin { function: &'static str },
     /// An unbounded wait for a lease bound to the waiting session itself (40P01).
     SelfDeadlock,
+    /// PREPARE TRANSACTION of a transaction whose dlock work cannot outlive its session (0A000).
+    NoPrepare { what: &'static str },
 }
 
 impl From<ArgError> for DlockError {
@@ -28,6 +30,11 @@ impl DlockError {
     fn parts(&self) -> (PgSqlErrorCode, String, Option<String>) {
         use PgSqlErrorCode::*;
         match self {
+            DlockError::NoPrepare { what } => (
+                ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("dlock: cannot PREPARE a transaction that {what}"),
+                Some("Commit it instead; two-phase commit works for TTL acquires, renews and releases.".into()),
+            ),
             DlockError::Arg(ArgError::Null(arg)) => (
                 ERRCODE_NULL_VALUE_NOT_ALLOWED,
                 format!("dlock: {arg} must not be NULL"),

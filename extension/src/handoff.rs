@@ -38,9 +38,10 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             let freed = FREED.with(|f| f.borrow().clone());
             watch::notify_watched(freed);
         }
-        XACT_EVENT_PRE_PREPARE if waitslot::has_offers() => pgrx::error!(
-            "dlock: cannot PREPARE a transaction that handed a released key to a waiting session"
-        ),
+        XACT_EVENT_PRE_PREPARE if waitslot::has_offers() => {
+            crate::error::DlockError::NoPrepare { what: "handed a released key to a waiting session" }
+                .raise("PREPARE TRANSACTION")
+        }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             // Grants to waiting heads first, so that the heads woken next find them.
             waitslot::settle(true);

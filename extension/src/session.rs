@@ -136,9 +136,10 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => settle(true),
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => settle(false),
         // A prepared transaction would outlive this session, a session-bound lease cannot.
-        XACT_EVENT_PRE_PREPARE if has_pending() => pgrx::error!(
-            "dlock: cannot PREPARE a transaction that acquired or released a session-bound lease"
-        ),
+        XACT_EVENT_PRE_PREPARE if has_pending() => {
+            crate::error::DlockError::NoPrepare { what: "acquired or released a session-bound lease" }
+                .raise("PREPARE TRANSACTION")
+        }
         _ => {}
     }
 }

@@ -63,6 +63,8 @@ on_both_clusters!(
     handoff_on_expiry_comes_right_after_the_old_expires_at,
     a_shortened_renew_wakes_the_head,
     waiters_count_is_exact,
+    a_session_bound_waiter_gets_a_lease_bound_to_its_own_session,
+    a_prepared_hand_off_is_refused_and_the_key_still_passes_on,
 );
 
 /// The cluster of this binary that loads dlock at server start.
@@ -73,7 +75,10 @@ async fn preloaded(session: &Session) -> bool {
 }
 
 fn preloading_cluster() -> &'static Cluster {
-    Cluster::shared_named("fairness-preload", &["shared_preload_libraries = 'dlock'"])
+    Cluster::shared_named(
+        "fairness-preload",
+        &["shared_preload_libraries = 'dlock'", "max_prepared_transactions = 4"],
+    )
 }
 
 /// The second cluster really loads dlock at server start (so both configurations are covered).
@@ -646,4 +651,74 @@ async fn waiters_count_is_exact(cluster: &Cluster) {
     assert_eq!((row.fence, row.holder_pid), (granted, Some(pids[1])));
     assert_eq!(row.waiters, 4, "after the head was granted");
     assert!(waiters.iter().flatten().all(|w| !w.is_finished()), "the other four still wait");
+}
+
+/// A waiter asking for a session-bound lease is never handed one by the releaser (the binding
+/// must be its own session's): it grants itself when woken, and the lease ends with its session.
+async fn a_session_bound_waiter_gets_a_lease_bound_to_its_own_session(cluster: &Cluster) {
+    const T: &str = "a_session_bound_waiter_gets_a_lease_bound_to_its_own_session";
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let (k, o, ow) = (key(T, "k"), owner(T, "holder"), owner(T, "waiter"));
+    let held = holder.try_acquire(&k, &o, "30s").await.unwrap().unwrap();
+    let waiting = cluster.connect().await;
+    let waiter_pid = waiting.pid();
+    let waiter = waiting.spawn_acquire(&k, &ow, None, Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    assert!(holder.release(&k, &o).await.unwrap());
+    let attempt = finish(waiter, LIMIT, "session-bound waiter").await;
+    let granted = attempt.result.unwrap().expect("granted");
+    assert!(granted > held);
+    let row = observer.lease(&k).await.unwrap().expect("held by the waiter");
+    assert_eq!((row.fence, row.holder_pid, row.expires_at), (granted, Some(waiter_pid), Some(f64::INFINITY)));
+    // Its session ends: so does the lease.
+    drop(attempt.session);
+    eventually(Duration::from_secs(5), "the lease ends with the waiter's session", || async {
+        observer.lease(&k).await.unwrap().is_none()
+    })
+    .await;
+}
+
+/// Preloaded, the releaser writes the head's grant in its own transaction. A transaction that
+/// handed a key over cannot be PREPAREd (the grant would wait undecided for a COMMIT PREPARED
+/// while the head waits); refused, it hands nothing over, and the next release does.
+async fn a_prepared_hand_off_is_refused_and_the_key_still_passes_on(cluster: &Cluster) {
+    const T: &str = "a_prepared_hand_off_is_refused_and_the_key_still_passes_on";
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let (k, o, ow) = (key(T, "k"), owner(T, "holder"), owner(T, "waiter"));
+    let held = holder.try_acquire(&k, &o, "30s").await.unwrap().unwrap();
+    let waiter = cluster.connect().await.spawn_acquire(&k, &ow, Some("30s"), Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    if preloaded(&observer).await {
+        holder.batch_execute("BEGIN").await.unwrap();
+        assert!(holder.release(&k, &o).await.unwrap());
+        expect_sqlstate(
+            holder.batch_execute("PREPARE TRANSACTION 'dlock_handoff'").await,
+            &SqlState::FEATURE_NOT_SUPPORTED,
+            "PREPARE of a hand-off",
+        );
+        holder.batch_execute("ROLLBACK").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "a refused PREPARE hands nothing over");
+        let row = observer.lease(&k).await.unwrap().unwrap();
+        assert_eq!((row.owner.as_deref(), row.fence), (Some(o.as_str()), held), "the lease is back");
+    }
+    assert!(holder.release(&k, &o).await.unwrap());
+    let attempt = finish(waiter, LIMIT, "the waiter").await;
+    let granted = attempt.result.unwrap().expect("granted");
+    assert!(granted > held);
+    let row = observer.lease(&k).await.unwrap().unwrap();
+    assert_eq!((row.owner.as_deref(), row.fence), (Some(ow.as_str()), granted));
+    assert!(attempt.session.release(&k, &ow).await.unwrap());
+
+    // Nor can a session-bound acquire be prepared: the lease cannot outlive its session.
+    let k2 = key(T, "session-bound");
+    holder.batch_execute("BEGIN").await.unwrap();
+    assert!(holder.acquire(&k2, &o, None, Some("0")).await.unwrap().is_some());
+    expect_sqlstate(
+        holder.batch_execute("PREPARE TRANSACTION 'dlock_bound'").await,
+        &SqlState::FEATURE_NOT_SUPPORTED,
+        "PREPARE of a session-bound acquire",
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(observer.lease(&k2).await.unwrap(), None, "the refused acquire left nothing");
 }
