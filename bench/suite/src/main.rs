@@ -5,7 +5,7 @@
 //! Workloads (this version): 1. uncontended acquire+release pairs at 1/8/32/64 clients, with the
 //! server's durable-commit ceiling measured alongside; 3. renewals of many live leases;
 //! 4. acquire latency with 0, 100k and 1M live leases, and the table's size after many keys
-//! came and went.
+//! came and went; 5. an expiry storm: 100k leases expiring at once under load.
 
 mod contenders;
 mod plot;
@@ -49,6 +49,12 @@ struct Args {
     /// Keys that come and go in the churn step.
     #[arg(long, default_value_t = 200_000)]
     churn_keys: usize,
+    /// Leases of the expiry storm (all expire at once, 2 s into it).
+    #[arg(long, default_value_t = 100_000)]
+    storm_leases: usize,
+    /// Seconds the expiry storm runs (new acquires go on throughout).
+    #[arg(long, default_value_t = 8.0)]
+    storm_seconds: f64,
     /// Output directory.
     #[arg(long)]
     out: PathBuf,
@@ -65,6 +71,7 @@ struct Results {
     renewals: Vec<Point>,
     scale: Vec<Point>,
     churn: Churn,
+    storm: Vec<workloads::StormWindow>,
     ratios: Vec<(String, f64)>,
 }
 
@@ -118,6 +125,15 @@ async fn run(args: Args) -> Result<()> {
         workloads::churn(&servers, args.churn_keys, &format!("bench:{run}")).await?;
     let churn =
         Churn { keys: args.churn_keys, seconds, table_bytes_before: before, table_bytes_after: after };
+    let storm = workloads::expiry_storm(
+        &servers,
+        args.storm_leases,
+        8,
+        std::time::Duration::from_secs(2),
+        args.storm_seconds,
+        &format!("bench:{run}"),
+    )
+    .await?;
 
     let mut ratios = Vec::new();
     let dlock = Contender::DlockSql.label();
@@ -144,8 +160,16 @@ async fn run(args: Args) -> Result<()> {
             full.latency.p50_us / empty.latency.p50_us,
         ));
     }
-    let results =
-        Results { environment: args.environment, uncontended, ceiling, renewals, scale, churn, ratios };
+    let results = Results {
+        environment: args.environment,
+        uncontended,
+        ceiling,
+        renewals,
+        scale,
+        churn,
+        storm,
+        ratios,
+    };
 
     std::fs::create_dir_all(&args.out)?;
     plot::init_font()?;
@@ -236,6 +260,26 @@ fn markdown(r: &Results) -> String {
         c.table_bytes_before / 1024,
         c.table_bytes_after / 1024
     );
+    if let Some(first) = r.storm.first() {
+        let _ = writeln!(
+            md,
+            "## 5. Expiry storm: {} leases expire at once 2 s in, while 8 clients acquire and release\n",
+            first.storm_rows_left.max(r.storm.iter().map(|w| w.storm_rows_left).max().unwrap_or(0))
+        );
+        let _ = writeln!(
+            md,
+            "| second | pairs | p50 µs | p99 µs | max µs | expired rows left |\n|---:|---:|---:|---:|---:|---:|"
+        );
+        for w in &r.storm {
+            let l = &w.latency;
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {} |",
+                w.second, w.pairs, l.p50_us, l.p99_us, l.max_us, w.storm_rows_left
+            );
+        }
+        md.push('\n');
+    }
     let _ = writeln!(md, "## Ratios\n\n| | ratio |\n|---|---:|");
     for (what, ratio) in &r.ratios {
         let _ = writeln!(md, "| {what} | {ratio:.2} |");

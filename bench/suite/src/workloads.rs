@@ -236,3 +236,81 @@ pub async fn churn(servers: &Servers, keys: usize, prefix: &str) -> Result<(i64,
     let seconds = start.elapsed().as_secs_f64();
     Ok((before, lease_table_bytes(servers).await?, seconds))
 }
+
+/// Workload 5: `leases` leases that all expire at once, `after` from now, while `clients`
+/// sessions keep acquiring and releasing fresh keys; per-second windows show whether the
+/// storm disturbs them, and the table's row count shows the dead rows being swept.
+pub async fn expiry_storm(
+    servers: &Servers,
+    leases: usize,
+    clients: usize,
+    after: Duration,
+    seconds: f64,
+    prefix: &str,
+) -> Result<Vec<StormWindow>> {
+    let admin = pg_connect(&servers.pg_url).await?;
+    admin.batch_execute("DELETE FROM dlock_internal.lease WHERE owner = 'bench-storm'").await?;
+    admin
+        .execute(
+            "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid)
+             SELECT 'storm:' || g, 'bench-storm', 10, nextval('dlock_internal.fence_seq'), 1,
+                    now(), clock_timestamp() + $2::float8 * interval '1 second', 0
+               FROM generate_series(1, $1::int) g",
+            &[&(leases as i32), &after.as_secs_f64()],
+        )
+        .await?;
+    let start = Instant::now();
+    let windows = (seconds.ceil() as usize).max(1);
+    let hists: Vec<std::sync::Mutex<Histogram<u64>>> =
+        (0..windows).map(|_| std::sync::Mutex::new(histogram())).collect();
+    let hists = std::sync::Arc::new(hists);
+    let mut tasks = Vec::new();
+    for id in 0..clients {
+        let mut s = Session::open(Contender::DlockSql, servers, id, None).await?;
+        let (hists, prefix) = (hists.clone(), prefix.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            loop {
+                let t = Instant::now();
+                let window = t.duration_since(start).as_secs() as usize;
+                if window >= hists.len() {
+                    return Ok::<_, crate::Error>(());
+                }
+                s.pair(&format!("{prefix}:storm:{id}:{i}")).await?;
+                hists[window].lock().unwrap().saturating_record(t.elapsed().as_nanos() as u64);
+                i += 1;
+            }
+        }));
+    }
+    let mut rows = Vec::new();
+    for second in 0..windows {
+        tokio::time::sleep_until((start + Duration::from_secs(second as u64 + 1)).into()).await;
+        let n: i64 = admin
+            .query_one("SELECT count(*) FROM dlock_internal.lease WHERE owner = 'bench-storm'", &[])
+            .await?
+            .get(0);
+        rows.push(n);
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(hists
+        .iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(second, (h, storm_rows))| {
+            let h = h.lock().unwrap();
+            StormWindow { second, pairs: h.len(), latency: Latency::of(&h), storm_rows_left: storm_rows }
+        })
+        .collect())
+}
+
+/// One second of the expiry storm.
+#[derive(Clone, Debug, Serialize)]
+pub struct StormWindow {
+    pub second: usize,
+    pub pairs: u64,
+    pub latency: Latency,
+    /// Rows of the expired leases still in the table at the end of the second.
+    pub storm_rows_left: i64,
+}
