@@ -7,6 +7,7 @@
 //! 4. acquire latency with 0, 100k and 1M live leases, and the table's size after many keys
 //! came and went; 5. an expiry storm: 100k leases expiring at once under load.
 
+mod contended;
 mod contenders;
 mod plot;
 mod workloads;
@@ -37,6 +38,9 @@ struct Args {
     /// Seconds per measured point.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
+    /// Client counts of the contended workload (all on one key).
+    #[arg(long, value_delimiter = ',', default_value = "8,32")]
+    contended_clients: Vec<usize>,
     /// Live leases renewed in the renew workload.
     #[arg(long, default_value_t = 10_000)]
     renew_leases: usize,
@@ -68,6 +72,7 @@ struct Results {
     environment: Vec<String>,
     uncontended: Vec<Point>,
     ceiling: Vec<Point>,
+    contended: Vec<Point>,
     renewals: Vec<Point>,
     scale: Vec<Point>,
     churn: Churn,
@@ -106,6 +111,15 @@ async fn run(args: Args) -> Result<()> {
         let p = workloads::ceiling(&servers, clients, args.seconds).await?;
         eprintln!("bench: ceiling × {clients}: {:.0}/s", p.per_second);
         ceiling.push(p);
+    }
+    let mut contended = Vec::new();
+    for &clients in &args.contended_clients {
+        for contender in contended::CONTENDERS {
+            let key = format!("bench:{run}:c:{clients}:{contender:?}");
+            let p = contended::run(contender, &servers, clients, args.seconds, &key).await?;
+            eprintln!("bench: one key, {} × {clients}: {:.0} grants/s", p.contender, p.per_second);
+            contended.push(p);
+        }
     }
     let mut renewals = Vec::new();
     for contender in [Contender::DlockSql, Contender::Naive, Contender::Redis] {
@@ -164,6 +178,7 @@ async fn run(args: Args) -> Result<()> {
         environment: args.environment,
         uncontended,
         ceiling,
+        contended,
         renewals,
         scale,
         churn,
@@ -232,6 +247,20 @@ fn markdown(r: &Results) -> String {
         md.push('\n');
     }
     let _ = writeln!(md, "\n![throughput](throughput.png)\n![latency at 8 clients](latency-8-clients.png)\n");
+    let _ = writeln!(md, "## 2. Contended: every client waits for one key, takes it and gives it back\n");
+    let _ = writeln!(
+        md,
+        "| contender | clients | grants/s | acquire p50 µs | p99 µs | p99.9 µs |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for p in &r.contended {
+        let l = &p.latency;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            p.contender, p.clients, p.per_second, l.p50_us, l.p99_us, l.p999_us
+        );
+    }
+    let _ = writeln!(md, "\n![contended](contended.png)\n");
     let _ = writeln!(md, "## 3. Renewals of {} live leases, 8 clients\n", 10_000);
     let _ = writeln!(md, "| contender | renewals/s | p50 µs | p99 µs |\n|---|---:|---:|---:|");
     for p in &r.renewals {
@@ -292,7 +321,7 @@ async fn main() -> std::process::ExitCode {
     match run(Args::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bench: {e}");
+            eprintln!("bench: {e} ({e:?})");
             std::process::ExitCode::FAILURE
         }
     }
