@@ -114,9 +114,22 @@ pub fn bind(fence: i64) {
     }
 }
 
-/// Ends our session's binding of the lease with this fence.
+/// Ends our session's binding of the lease with this fence (if it still has it).
 pub fn unbind(fence: i64) {
-    release(&tag(SPACE_BINDING, fence as u64), pg_sys::ExclusiveLock, true);
+    if binding_held(fence) {
+        release(&tag(SPACE_BINDING, fence as u64), pg_sys::ExclusiveLock, true);
+    }
+}
+
+/// Whether our session still holds the binding of this fence. `DISCARD ALL` and
+/// `pg_advisory_unlock_all()` let every session-level advisory lock go, ours included: that
+/// ends the session's session-bound leases as a disconnect would, and this is how the session
+/// itself finds out.
+pub fn binding_held(fence: i64) -> bool {
+    // SAFETY: a lookup in this backend's lock table.
+    unsafe {
+        pg_sys::LockHeldByMe(&tag(SPACE_BINDING, fence as u64), pg_sys::ExclusiveLock as pg_sys::LOCKMODE)
+    }
 }
 
 /// Waits until the session bound to `fence` lets the binding go (releases the lease or ends),

@@ -75,12 +75,14 @@ pub fn unbind_all() -> Vec<u64> {
     })
 }
 
-/// Whether this session holds the binding of `fence` (committed, or made in this transaction).
+/// Whether this session holds the binding of `fence` (committed, or made in this transaction),
+/// and still has its lock: a session reset (`DISCARD ALL`) ends the binding under our feet.
 pub fn is_bound_here(fence: i64) -> bool {
-    STATE.with(|s| {
+    let noted = STATE.with(|s| {
         let s = s.borrow();
         s.bound.contains_key(&fence) || s.pending.iter().any(|p| p.fence == fence && p.change == Change::Bind)
-    })
+    });
+    noted && keylock::binding_held(fence)
 }
 
 /// Whether the session a session-bound lease belongs to is still there.

@@ -1,0 +1,311 @@
+//! The Rust client behind pgbouncer (1.18) in transaction pooling mode (issue 7).
+//!
+//! - The client prepares its statements once per pooled connection (named prepared statements,
+//!   `prepare_cached`). Through transaction pooling a statement prepared on one server
+//!   connection is later run on another, which has never heard of it: the call fails with
+//!   `Error::Database` 26000. It only works while every call lands on the server connection that
+//!   prepared it (a pool of one server connection, or a quiet one, by luck).
+//! - The client's default waiting LISTENs on a listener connection; through transaction pooling
+//!   the LISTEN stays on a pooled server session and its notifications never reach the client.
+//!   Waits still end: at the blocking lease's expiry (the server's `retry_after`), or at the
+//!   2 s re-check when the holder is session-bound — not when the key is released.
+//! - A session-bound guard's connection is a connection to pgbouncer, not the lease's session:
+//!   closing it does not end the lease.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use dlock_client::deadpool_postgres::tokio_postgres::{self, SimpleQueryMessage};
+use dlock_client::{Client, Error};
+use dlock_tests::{CLOCK_SLACK, Cluster, NoTls, Session, eventually, key, wait_for_watchers, within};
+
+const SECOND: Duration = Duration::from_secs(1);
+/// Generous limit on anything that should happen promptly (never a measurement).
+const PROMPTLY: Duration = Duration::from_secs(20);
+/// The pgbouncer binary (Debian package `pgbouncer`); `$PGBOUNCER` overrides.
+const PGBOUNCER: &str = "/usr/sbin/pgbouncer";
+
+/// A pgbouncer in front of a cluster, in transaction pooling mode with `pool_size` server
+/// connections, listening on a free loopback port. Killed (and reaped) when dropped; its
+/// files live in the cluster's directory (`pgbouncer-<name>/`, log included).
+struct Pgbouncer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Pgbouncer {
+    async fn start(cluster: &Cluster, name: &str, pool_size: u32) -> Pgbouncer {
+        let dir = cluster.dir().join(format!("pgbouncer-{name}"));
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        let port = free_port();
+        let userlist = dir.join("userlist.txt");
+        fs::write(&userlist, "\"postgres\" \"\"\n").expect("write userlist.txt");
+        // pgbouncer refuses to run as root: started as root it switches to `postgres` itself.
+        let as_user = if running_as_root() { "user = postgres\n" } else { "" };
+        let ini = format!(
+            "[databases]\n\
+             postgres = host=127.0.0.1 port={server} dbname=postgres\n\
+             [pgbouncer]\n\
+             listen_addr = 127.0.0.1\n\
+             listen_port = {port}\n\
+             unix_socket_dir =\n\
+             auth_type = trust\n\
+             auth_file = {userlist}\n\
+             admin_users = postgres\n\
+             pool_mode = transaction\n\
+             default_pool_size = {pool_size}\n\
+             min_pool_size = 0\n\
+             reserve_pool_size = 0\n\
+             max_client_conn = 50\n\
+             {as_user}",
+            server = cluster.port(),
+            userlist = userlist.display(),
+        );
+        let ini_path = dir.join("pgbouncer.ini");
+        fs::write(&ini_path, ini).expect("write pgbouncer.ini");
+        let log = fs::File::create(dir.join("pgbouncer.log")).expect("create pgbouncer.log");
+        let program = std::env::var("PGBOUNCER").unwrap_or_else(|_| PGBOUNCER.into());
+        let child = Command::new(&program)
+            .arg(&ini_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program} (Debian package pgbouncer): {e}"));
+        let mut bouncer = Pgbouncer { child, port, dir };
+        let what = format!("pgbouncer listens on 127.0.0.1:{port}");
+        eventually(PROMPTLY, &what, || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+        })
+        .await;
+        assert!(bouncer.child.try_wait().expect("pgbouncer status").is_none(), "{}", bouncer.log());
+        bouncer
+    }
+
+    /// A `postgresql://` URL of database `postgres` through the pooler.
+    fn url(&self) -> String {
+        format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// One row of the admin console's `SHOW POOLS` for database `postgres`: column → value.
+    async fn pool(&self) -> Vec<(String, String)> {
+        let admin = connect(self.port, "pgbouncer").await;
+        let messages = admin.simple_query("SHOW POOLS").await.expect("SHOW POOLS");
+        for message in messages {
+            if let SimpleQueryMessage::Row(row) = message
+                && row.get("database") == Some("postgres")
+            {
+                return row
+                    .columns()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.name().to_string(), row.get(i).unwrap_or("").to_string()))
+                    .collect();
+            }
+        }
+        panic!("SHOW POOLS has no row for database postgres");
+    }
+
+    /// A counter of `SHOW POOLS` (`cl_active`, `cl_waiting`, `sv_active`, `sv_idle`, ...).
+    async fn pool_count(&self, column: &str) -> i64 {
+        let pool = self.pool().await;
+        let value =
+            pool.iter().find(|(c, _)| c == column).unwrap_or_else(|| panic!("no {column} in {pool:?}"));
+        value.1.parse().unwrap_or_else(|_| panic!("{column} = {:?} is not a number", value.1))
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Pgbouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- {} ---\n{}", self.dir.join("pgbouncer.log").display(), self.log());
+        }
+    }
+}
+
+/// Whether this process runs as root (`/proc/self` belongs to the effective user).
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// A port nobody listens on right now (the kernel's pick; pgbouncer binds it a moment later).
+fn free_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    socket.local_addr().expect("local address").port()
+}
+
+async fn connect(port: u16, dbname: &str) -> tokio_postgres::Client {
+    let mut config = tokio_postgres::Config::new();
+    config.host("127.0.0.1").port(port).user("postgres").dbname(dbname).application_name("dlock-pgbouncer");
+    let (client, connection) =
+        config.connect(NoTls).await.unwrap_or_else(|e| panic!("cannot connect to {dbname} via :{port}: {e}"));
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// A client of the cluster itself (no pooler in between).
+async fn direct_client(cluster: &Cluster) -> Client {
+    Client::connect(&format!("postgresql://postgres@127.0.0.1:{}/postgres", cluster.port()))
+        .await
+        .expect("connect")
+}
+
+/// Opens a transaction through the pooler, which pins one server connection to this client
+/// until `COMMIT`; returns the client and the pinned server backend's pid.
+async fn pin_a_server_connection(bouncer: &Pgbouncer) -> (tokio_postgres::Client, i32) {
+    let client = connect(bouncer.port, "postgres").await;
+    let messages = client.simple_query("BEGIN; SELECT pg_catalog.pg_backend_pid()").await.expect("BEGIN");
+    let pid = messages
+        .iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0).map(|pid| pid.parse::<i32>().expect("a pid")),
+            _ => None,
+        })
+        .expect("a pid row");
+    (client, pid)
+}
+
+async fn commit(client: &tokio_postgres::Client) {
+    client.simple_query("COMMIT").await.expect("COMMIT");
+}
+
+#[tokio::test]
+async fn a_statement_prepared_on_one_server_connection_fails_on_another_with_26000() {
+    const T: &str = "client_pgbouncer_prepared";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 2).await;
+    let observer = cluster.connect().await;
+    let client = Client::connect(&bouncer.url()).await.unwrap();
+    let (k1, k2) = (key(T, "k1"), key(T, "k2"));
+
+    // Server connection 1 is busy: the first acquire is prepared and run on server connection 2.
+    let (pin1, pid1) = pin_a_server_connection(&bouncer).await;
+    let guard =
+        client.lock(&k1).watchdog(false).acquire().await.expect("an acquire on one server connection");
+    let holder = observer.lease(&k1).await.unwrap().expect("held").holder_pid;
+    assert_ne!(holder, Some(pid1));
+    // Now the other way round: the client's cached statement can only run on server connection 1.
+    let (pin2, pid2) = pin_a_server_connection(&bouncer).await;
+    assert_eq!(holder, Some(pid2));
+    commit(&pin1).await;
+    match client.lock(&k2).watchdog(false).acquire().await {
+        Err(Error::Database(m)) => {
+            assert_eq!(m.code, "26000", "{m:?}");
+            assert!(m.message.contains("prepared statement"), "{m:?}");
+        }
+        other => panic!("expected Err(Database 26000), got {other:?}"),
+    }
+    assert_eq!(observer.lease(&k2).await.unwrap(), None, "the failed acquire took nothing");
+    commit(&pin2).await;
+
+    // Cleanup: the first guard's release prepares a new statement, which may or may not run
+    // on the server connection that prepared it.
+    let _ = guard.release().await;
+    if observer.lease(&k1).await.unwrap().is_some() {
+        assert!(observer.force_release(&k1).await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_acquire_misses_the_release_and_is_granted_when_the_lease_would_have_expired() {
+    const T: &str = "client_pgbouncer_wait_ttl";
+    let cluster = Cluster::shared();
+    // One server connection: every statement of the client runs where it was prepared.
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let observer = cluster.connect().await;
+    let k = key(T, "k");
+    let holder =
+        direct_client(cluster).await.lock(&k).ttl(SECOND * 6).watchdog(false).acquire().await.unwrap();
+    let expires_at = observer.lease(&k).await.unwrap().expect("held").expires_at.expect("a ttl lease");
+
+    let waiter = Client::connect(&bouncer.url()).await.unwrap();
+    let kw = k.clone();
+    let wait =
+        tokio::spawn(async move { waiter.lock(&kw).ttl(SECOND * 30).wait(SECOND * 60).acquire().await });
+    // The waiter's listener watches the key (on the pooled server session) and has tried once.
+    wait_for_watchers(&observer, &k, 1).await;
+    let released_at = observer.server_now().await.unwrap();
+    assert!(holder.release().await.unwrap());
+    assert!(released_at < expires_at - 2.0, "released well before the lease's expiry");
+
+    // The notification of the release never reaches the waiter: it sleeps on until the time
+    // the server gave it, the released lease's expiry, and only then tries again.
+    let guard = within(PROMPTLY, "the waiter is granted", wait).await.unwrap().expect("granted");
+    let acquired_at = observer.lease(&k).await.unwrap().expect("held by the waiter").acquired_at;
+    assert!(
+        acquired_at >= expires_at - CLOCK_SLACK,
+        "granted at {acquired_at}, before the released lease's expiry {expires_at}: the release was noticed"
+    );
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_waiting_acquire_behind_a_session_bound_holder_falls_back_to_the_2s_recheck() {
+    const T: &str = "client_pgbouncer_wait_session";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let observer = cluster.connect().await;
+    let k = key(T, "k");
+    let holder = direct_client(cluster).await.lock(&k).session_bound().acquire().await.unwrap();
+
+    let waiter = Client::connect(&bouncer.url()).await.unwrap();
+    let kw = k.clone();
+    let wait =
+        tokio::spawn(async move { waiter.lock(&kw).ttl(SECOND * 30).wait(SECOND * 60).acquire().await });
+    wait_for_watchers(&observer, &k, 1).await;
+    let released_at = observer.server_now().await.unwrap();
+    assert!(holder.release().await.unwrap());
+    // No notification, no expiry to wait for: the re-check (every 2 s) finds the key free.
+    let guard = within(PROMPTLY, "the waiter is granted", wait).await.unwrap().expect("granted");
+    let acquired_at = observer.lease(&k).await.unwrap().expect("held by the waiter").acquired_at;
+    assert!(acquired_at >= released_at - CLOCK_SLACK);
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_session_bound_guard_closing_its_connection_to_pgbouncer_leaves_the_lease_held() {
+    const T: &str = "client_pgbouncer_session_bound";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let observer = cluster.connect().await;
+    let k = key(T, "k");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (url, key_for_thread) = (bouncer.url(), k.clone());
+    let (guard, owner, runtime) = std::thread::spawn(move || {
+        let client = runtime.block_on(Client::connect(&url)).unwrap();
+        let guard = runtime.block_on(client.lock(&key_for_thread).session_bound().acquire()).unwrap();
+        (guard, client.owner().to_string(), runtime)
+    })
+    .join()
+    .unwrap();
+    let fence = guard.fence();
+    let clients_before = bouncer.pool_count("cl_active").await;
+    // Dropped where no runtime is current, the guard closes its connection instead of releasing
+    // (which ends a session-bound lease on a direct connection, see resilience.rs).
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    eventually(PROMPTLY, "pgbouncer sees the guard's connection close", || async {
+        bouncer.pool_count("cl_active").await < clients_before
+    })
+    .await;
+    // Through pgbouncer the lease's session is the pooled server session, which lives on.
+    assert!(observer.holds(&k, fence).await.unwrap(), "the lease ended with the guard's connection");
+    assert_eq!(observer.lease(&k).await.unwrap().and_then(|row| row.owner), Some(owner.clone()));
+    assert!(release_as(&observer, &k, &owner).await, "its owner can still release it");
+    std::thread::spawn(move || drop(runtime)).join().unwrap();
+}
+
+async fn release_as(session: &Session, key: &str, owner: &str) -> bool {
+    session.release(key, owner).await.expect("dlock_release")
+}
