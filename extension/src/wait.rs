@@ -55,9 +55,9 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
             break None;
         }
         // Holding the key lock, no hand-off is in flight: a grant to us has committed or not.
-        if published && let waitslot::Answer::Granted(fence) = waitslot::answer() {
+        if published && let waitslot::Answer::Granted(handed) = waitslot::answer() {
             keylock::unlock_key(hash);
-            break Some(fence);
+            break Some(handed.settle());
         }
         let blocker = match ops::try_acquire(key, hash, caller, ttl, true) {
             Ok(fence) => break Some(fence),
@@ -124,7 +124,7 @@ fn suggest_preload_once() {
 fn withdraw(hash: u64, granted: Option<i64>) -> Option<i64> {
     loop {
         match waitslot::withdraw() {
-            Ok(handed) => return granted.or(handed),
+            Ok(handed) => return granted.or_else(|| handed.map(waitslot::Handed::settle)),
             Err(waitslot::InFlight) => {
                 keylock::lock_key(hash);
                 keylock::unlock_key(hash);

@@ -34,6 +34,8 @@ struct Slot {
     hash: u64,
     ttl_us: i64,
     fence: i64,
+    /// End of the commit record of the grant (set with `GRANTED`).
+    commit_lsn: u64,
     key_len: u16,
     owner_len: u16,
     key: [u8; KEY_MAX],
@@ -157,6 +159,7 @@ pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64) -> boo
         s.hash = hash;
         s.ttl_us = ttl_us;
         s.fence = 0;
+        s.commit_lsn = 0;
         s.key_len = key.len() as u16;
         s.owner_len = owner.len() as u16;
         s.key[..key.len()].copy_from_slice(key.as_bytes());
@@ -172,14 +175,41 @@ pub enum Answer {
     Waiting,
     /// A releaser's transaction is granting to us and has not ended yet.
     Offered,
-    /// A releaser granted us the lease with this fence; it is committed.
-    Granted(i64),
+    /// A releaser granted us the lease with this fence; it is committed locally, with its
+    /// commit record ending at this WAL position (see `Handed::settle`).
+    Granted(Handed),
+}
+
+/// A lease a releaser granted us, committed in its transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct Handed {
+    pub fence: i64,
+    commit_lsn: u64,
+}
+
+impl Handed {
+    /// Makes the grant as durable as this session's own commit would have been before it is
+    /// reported: flushed locally, and replicated to the synchronous standbys when the session
+    /// asks for that. The releaser's commit normally did both already, but its wait for the
+    /// standbys can be cancelled (it then commits locally with a WARNING to *its* client), and
+    /// it may run with a weaker `synchronous_commit` than ours.
+    pub fn settle(self) -> i64 {
+        // SAFETY: the WAL machinery's own waits, on a position of a committed record; a cancel
+        // of the standby wait ends it with a WARNING, as for any commit.
+        unsafe {
+            if pg_sys::synchronous_commit > pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32 {
+                pg_sys::XLogFlush(self.commit_lsn);
+            }
+            pg_sys::SyncRepWaitForLSN(self.commit_lsn, true);
+        }
+        self.fence
+    }
 }
 
 /// The head reads its slot.
 pub fn answer() -> Answer {
     with_slot(my_index(), |s| match s.state {
-        GRANTED => Answer::Granted(s.fence),
+        GRANTED => Answer::Granted(Handed { fence: s.fence, commit_lsn: s.commit_lsn }),
         OFFERED => Answer::Offered,
         _ => Answer::Waiting,
     })
@@ -190,14 +220,14 @@ pub fn answer() -> Answer {
 /// lock) and ask again.
 pub struct InFlight;
 
-/// The head withdraws its request: `Ok(Some(fence))` if a releaser's grant had already
+/// The head withdraws its request: `Ok(Some(handed))` if a releaser's grant had already
 /// committed (the head takes it rather than losing it), `Err(InFlight)` while one is in flight.
-pub fn withdraw() -> Result<Option<i64>, InFlight> {
+pub fn withdraw() -> Result<Option<Handed>, InFlight> {
     let outcome = with_slot(my_index(), |s| match s.state {
         OFFERED => Err(InFlight),
         state => {
             s.state = IDLE;
-            Ok((state == GRANTED).then_some(s.fence))
+            Ok((state == GRANTED).then_some(Handed { fence: s.fence, commit_lsn: s.commit_lsn }))
         }
     })
     .unwrap_or(Ok(None));
@@ -257,10 +287,13 @@ pub fn offer(index: usize, seq: u64, fence: i64) {
 
 /// The releaser's transaction ended: its offers become grants (commit) or are taken back.
 pub fn settle(commit: bool) {
+    // SAFETY: set by RecordTransactionCommit, before the commit callbacks run.
+    let commit_lsn = unsafe { pg_sys::XactLastCommitEnd };
     for (index, seq, fence) in OFFERS.with(|o| std::mem::take(&mut *o.borrow_mut())) {
         with_slot(index, |s| {
             if s.seq == seq && s.state == OFFERED && s.fence == fence {
                 s.state = if commit { GRANTED } else { WAITING };
+                s.commit_lsn = commit_lsn;
             }
         });
     }

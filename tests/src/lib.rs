@@ -8,6 +8,7 @@
 mod check;
 mod cluster;
 mod listener;
+mod replica;
 mod session;
 
 pub use check::{
@@ -16,6 +17,9 @@ pub use check::{
 };
 pub use cluster::{Cluster, StopMode, workspace_root};
 pub use listener::Listener;
+pub use replica::{
+    Standby, alter_system, disconnect_standby, require_sync_standby, wait_for_replay, wait_for_streaming,
+};
 pub use session::{Attempt, LeaseRow, Session};
 pub use tokio_postgres::error::SqlState;
 pub use tokio_postgres::{Client, Error, NoTls};
