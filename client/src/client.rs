@@ -78,6 +78,13 @@ impl Client {
         Client { pool, owner: Arc::from(generate_owner()), waits: None }
     }
 
+    /// Like [`from_pool`](Self::from_pool), with waits that hold no pooled connection: they
+    /// share one listener connection opened from `listener` (without TLS) on the first wait,
+    /// as a client from [`connect`](Self::connect) does. Count it in your connection budget.
+    pub fn from_pool_with_listener(pool: Pool, listener: tokio_postgres::Config) -> Client {
+        Client { pool, owner: Arc::from(generate_owner()), waits: Some(Waits::new(listener)) }
+    }
+
     /// The same pool under another owner identity (e.g. a stable name for one worker). Owners
     /// must be unguessable to others: whoever knows an owner string (and has the role) can
     /// renew and release its leases. At most 256 bytes, not empty (the server checks).

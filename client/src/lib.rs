@@ -45,7 +45,8 @@
 //!   the first to try after the key is freed wins, and waits in the server's queue
 //!   ([`LockBuilder::server_queue`], or plain SQL) come first. Expiry needs no notification:
 //!   the server says when the blocking lease runs out. Clients from [`Client::from_pool`] have
-//!   no listener and wait on the server, one pooled connection per waiter.
+//!   no listener and wait on the server, one pooled connection per waiter
+//!   ([`Client::from_pool_with_listener`] gives them one).
 //! - **Time** is the server's: `expires_at` is the server's clock; the watchdog keeps a local
 //!   monotonic deadline that never runs later than the server's expiry.
 

@@ -240,3 +240,40 @@ async fn a_wait_that_runs_out_is_a_timeout_and_stops_watching() {
     assert!(guard.release().await.unwrap());
     assert!(free_for_others(&k).await, "the timed-out waiter got nothing");
 }
+
+#[tokio::test]
+async fn a_client_on_a_pool_of_its_own_waits_on_a_listener_too() {
+    const APP: &str = "frugal_own_pool";
+    let k = key("frugal_own_pool", "k");
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host("127.0.0.1")
+        .port(Cluster::shared().port())
+        .user("postgres")
+        .dbname("postgres")
+        .application_name(APP);
+    let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
+    let pool = deadpool_postgres::Pool::builder(manager).max_size(1).build().unwrap();
+    let waiters = Client::from_pool_with_listener(pool, config);
+    let holder = client().lock(&k).ttl(SECOND * 60).acquire().await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let lock = waiters.with_owner(format!("own-pool-{i}")).lock(&k).wait(SECOND * 30);
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.acquire().await?;
+            guard.release().await
+        }));
+    }
+    let observer = admin().await;
+    wait_for_watchers(&observer, &k, 1).await;
+    let connections: i64 = observer
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", &[&APP])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(connections <= 2, "ten waits on a pool of one: {connections} connections");
+    assert!(holder.release().await.unwrap());
+    for task in tasks {
+        assert!(within(SECOND * 30, "every waiter is granted", task).await.unwrap().unwrap());
+    }
+}
