@@ -38,7 +38,7 @@ install: setup
 demo: install
 	@bash scripts/demo.sh
 
-test: test-unit test-pg test-regress test-isolation test-integration
+test: test-unit test-pg test-regress test-isolation test-integration test-chaos
 	@echo "make test: all suites passed"
 
 # Plain Rust unit tests (no PostgreSQL needed).
@@ -77,6 +77,27 @@ bench-client: install
 # Every contender on every workload in one run, with plots: bench/results/<timestamp>/.
 bench: install
 	@bash bench/suite.sh
+
+# Fault injection (chaos/): worker processes (Rust client and raw SQL) take hot keys with 1-2 s
+# ttls and write to a fenced resource while the runner kills them (-9), pauses them past their
+# ttl, terminates their backends, crashes the server, cuts connections mid-call and skews their
+# clocks; then checks mutual exclusion, fence order, fencing and durability. Exits non-zero on
+# any violation. Two runs: dlock loaded on demand, then preloaded (direct hand-off to server-side
+# waiters). CHAOS_SECONDS (per run) and CHAOS_SEED vary them; the reports and every worker's
+# history go to build/chaos/run-<time>-<pid>/.
+.PHONY: chaos test-chaos
+CHAOS_SECONDS ?= 150
+CHAOS_SEED    ?= 7
+chaos: install
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED)
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload
+
+# The short subset for `make test` (about a minute): the checker's unit tests, then 25 s of the
+# same chaos in each mode, every fault kind included.
+test-chaos: install
+	$(CARGO) test -q -p dlock-chaos
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED)
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,0 +1,76 @@
+//! The checker against hand-made histories: each violation is found, and fencing at work is not one.
+
+use super::*;
+use crate::history::Release;
+
+fn grant(owner: &str, fence: i64, granted_by: f64, live_until: f64) -> Grant {
+    Grant {
+        worker: owner.into(),
+        owner: owner.into(),
+        key: "k".into(),
+        fence,
+        requested_at: Some(granted_by - 0.01),
+        granted_by,
+        live_until,
+        ..Grant::default()
+    }
+}
+
+fn released(mut g: Grant, at: f64) -> Grant {
+    g.releases.push(Release { ok: Some(true), lb: Some(at), ub: Some(at + 0.001) });
+    g
+}
+
+#[test]
+fn a_clean_hand_over_passes() {
+    let grants = [released(grant("a", 1, 10.0, 12.0), 11.0), released(grant("b", 2, 11.01, 13.0), 12.0)];
+    assert!(check(&grants, &[], &[], &[], &[]).violations.is_empty());
+}
+
+#[test]
+fn two_holders_at_once_are_found() {
+    let grants = [grant("a", 1, 10.0, 12.0), released(grant("b", 2, 11.0, 13.0), 12.5)];
+    let out = check(&grants, &[], &[], &[], &[]);
+    assert!(out.violations.iter().any(|v| v.contains("two holders")), "{:?}", out.violations);
+}
+
+#[test]
+fn a_fence_granted_before_a_smaller_one_was_requested_is_found() {
+    let grants = [released(grant("a", 5, 20.0, 22.0), 20.5), released(grant("b", 6, 10.0, 12.0), 10.5)];
+    let out = check(&grants, &[], &[], &[], &[]);
+    assert!(out.violations.iter().any(|v| v.contains("out of grant order")), "{:?}", out.violations);
+}
+
+#[test]
+fn a_write_refused_while_the_lease_was_live_is_found() {
+    let grants = [grant("a", 1, 10.0, 12.0)];
+    let refused = [Refused { key: "k".into(), fence: 1, owner: "a".into(), newest: Some(2), at: 11.0 }];
+    let out = check(&grants, &[], &refused, &[], &[]);
+    assert!(out.violations.iter().any(|v| v.contains("was refused")), "{:?}", out.violations);
+}
+
+#[test]
+fn a_late_write_refused_after_expiry_is_fencing_at_work() {
+    let grants = [grant("a", 1, 10.0, 12.0)];
+    let refused = [Refused { key: "k".into(), fence: 1, owner: "a".into(), newest: Some(2), at: 13.0 }];
+    let out = check(&grants, &[], &refused, &[], &[]);
+    assert!(out.violations.is_empty(), "{:?}", out.violations);
+    assert_eq!(out.late_writes_refused, 1);
+}
+
+#[test]
+fn a_grant_missing_after_a_crash_is_found() {
+    let grants = [grant("a", 1, 10.0, 30.0)];
+    let snapshot = Snapshot { crash_at: 11.0, read_at: 12.0, read_local: 12.0, leases: vec![] };
+    let out = check(&grants, &[], &[], &[snapshot], &[]);
+    assert!(out.violations.iter().any(|v| v.contains("missing after the crash")), "{:?}", out.violations);
+}
+
+#[test]
+fn the_resource_taking_an_older_fence_is_found() {
+    let grants = [grant("a", 1, 10.0, 12.0), grant("b", 2, 12.1, 14.0)];
+    let write = |id, owner: &str, fence, at| Accepted { id, key: "k".into(), fence, owner: owner.into(), at };
+    let accepted = [write(1, "b", 2, 12.2), write(2, "a", 1, 12.3)];
+    let out = check(&grants, &accepted, &[], &[], &[]);
+    assert!(out.violations.iter().any(|v| v.contains("after fence 2")), "{:?}", out.violations);
+}

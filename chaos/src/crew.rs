@@ -1,0 +1,176 @@
+//! The worker processes: spawning Rust and SQL workers, following from their stdout which one
+//! holds a lease, and replacing the ones that die.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::rng::Rng;
+
+/// Which implementation a worker is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `dlock-chaos worker`, through `dlock_client`.
+    Rust,
+    /// `chaos/worker.py`, raw SQL through psycopg 3.
+    Sql,
+}
+
+/// What every worker is told.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub dir: PathBuf,
+    pub script: PathBuf,
+    /// Host/port/user of dlock (the proxy) and of the resource, as libpq key=value words.
+    pub dlock_conn: String,
+    pub resource_conn: String,
+    pub keys: Vec<String>,
+    pub ttl: (f64, f64),
+    pub wait: f64,
+    /// The SQL workers' clocks are off by up to this many seconds, either way.
+    pub skew: f64,
+}
+
+/// One running worker.
+pub struct Worker {
+    pub name: String,
+    pub kind: Kind,
+    pub pid: i32,
+    child: Child,
+    /// The lease it last said it holds.
+    holding: Arc<Mutex<Option<(String, i64)>>>,
+}
+
+impl Worker {
+    pub fn holding(&self) -> Option<(String, i64)> {
+        self.holding.lock().unwrap().clone()
+    }
+}
+
+/// All workers of the run.
+pub struct Crew {
+    pub workers: Vec<Worker>,
+    spec: Spec,
+    spawned: usize,
+    rng: Rng,
+    /// How many workers ran with a skewed clock, and the largest skew (seconds).
+    pub skewed: u64,
+    pub max_skew: f64,
+}
+
+impl Crew {
+    pub fn new(spec: Spec, seed: u64) -> Crew {
+        Crew { workers: Vec::new(), spec, spawned: 0, rng: Rng::new(seed), skewed: 0, max_skew: 0.0 }
+    }
+
+    /// Starts one more worker of `kind`.
+    pub fn spawn(&mut self, kind: Kind) {
+        let name = format!("{}{}", if kind == Kind::Rust { "r" } else { "p" }, self.spawned);
+        self.spawned += 1;
+        let seed = self.rng.next_u64() >> 1;
+        let skew = if kind == Kind::Sql { self.rng.range(-self.spec.skew, self.spec.skew) } else { 0.0 };
+        if skew != 0.0 {
+            self.skewed += 1;
+            self.max_skew = self.max_skew.max(skew.abs());
+        }
+        let spec = &self.spec;
+        let mut command = match kind {
+            Kind::Rust => {
+                let mut c = Command::new(std::env::current_exe().expect("own executable"));
+                c.arg("worker");
+                c
+            }
+            Kind::Sql => {
+                // Debian's python3 has psycopg 3; a python3 earlier on PATH may not.
+                let mut c = Command::new("/usr/bin/python3");
+                c.arg(&spec.script).arg("--skew").arg(skew.to_string());
+                c
+            }
+        };
+        command
+            .arg("--name")
+            .arg(&name)
+            .arg("--dlock-url")
+            .arg(format!("{} application_name=chaos-{name}", spec.dlock_conn))
+            .arg("--resource-url")
+            .arg(format!("{} application_name=chaos-{name}-data", spec.resource_conn))
+            .arg("--keys")
+            .arg(spec.keys.join(","))
+            .arg("--ttl-min")
+            .arg(spec.ttl.0.to_string())
+            .arg("--ttl-max")
+            .arg(spec.ttl.1.to_string())
+            .arg("--wait")
+            .arg(spec.wait.to_string())
+            .arg("--history")
+            .arg(spec.dir.join(format!("{name}.jsonl")))
+            .arg("--seed")
+            .arg(seed.to_string())
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(spec.dir.join(format!("{name}.stderr"))).expect("stderr file"))
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn a worker");
+        let pid = child.id().expect("worker pid") as i32;
+        let holding = Arc::new(Mutex::new(None));
+        let stdout = child.stdout.take().expect("worker stdout");
+        let seen = holding.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut words = line.split_whitespace();
+                *seen.lock().unwrap() = match (words.next(), words.next(), words.next()) {
+                    (Some("hold"), Some(key), Some(fence)) => {
+                        fence.parse().ok().map(|f| (key.to_string(), f))
+                    }
+                    _ => None,
+                };
+            }
+        });
+        self.workers.push(Worker { name, kind, pid, child, holding });
+    }
+
+    /// A worker that holds a lease right now, if any; else any worker.
+    pub fn pick_holder(&mut self) -> Option<usize> {
+        let holders: Vec<usize> =
+            (0..self.workers.len()).filter(|&i| self.workers[i].holding().is_some()).collect();
+        if !holders.is_empty() {
+            return Some(holders[self.rng.below(holders.len())]);
+        }
+        (!self.workers.is_empty()).then(|| self.rng.below(self.workers.len()))
+    }
+
+    /// Replaces every worker that has exited (killed or crashed); returns the names of those
+    /// that exited without being killed by us.
+    pub fn replace_exited(&mut self, killed: &[String]) -> Vec<String> {
+        let mut unexpected = Vec::new();
+        let mut i = 0;
+        while i < self.workers.len() {
+            if let Ok(Some(_)) = self.workers[i].child.try_wait() {
+                let worker = self.workers.remove(i);
+                if !killed.contains(&worker.name) {
+                    unexpected.push(worker.name.clone());
+                }
+                self.spawn(worker.kind);
+            } else {
+                i += 1;
+            }
+        }
+        unexpected
+    }
+
+    /// Kills every worker (the run is over) and waits for them.
+    pub async fn kill_all(&mut self) {
+        for worker in &mut self.workers {
+            let _ = worker.child.start_kill();
+            // A stopped process dies of SIGKILL too, but resume it anyway for a clean exit.
+            // SAFETY: kill(2) on a child we spawned.
+            unsafe { libc::kill(worker.pid, libc::SIGCONT) };
+            let _ = worker.child.wait().await;
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! `dlock-chaos`: a bounded fault-injection run of dlock that checks mutual exclusion and
+//! fencing (`make chaos`, `make test-chaos`).
+//!
+//! `dlock-chaos run` starts a throwaway cluster, a fenced resource in a second database, a
+//! connection-cutting proxy and worker processes (`dlock-chaos worker` through the Rust client,
+//! `chaos/worker.py` in raw SQL), injects faults, then checks the lease history against the
+//! resource and exits non-zero on any violation.
+
+mod check;
+mod crew;
+mod faults;
+mod history;
+mod proxy;
+mod report;
+mod resource;
+mod rng;
+mod runner;
+mod worker;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Fault-injection run of dlock: mutual exclusion and fencing under chaos")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A whole run: cluster, workers, faults, check, report.
+    Run(runner::RunArgs),
+    /// One Rust worker (started by `run`).
+    Worker(worker::WorkerArgs),
+}
+
+fn main() {
+    match Cli::parse().command {
+        Command::Run(args) => {
+            let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+            let clean = runtime.block_on(runner::run(args));
+            std::process::exit(if clean { 0 } else { 1 });
+        }
+        Command::Worker(args) => {
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            runtime.block_on(worker::run(args));
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The report printed at the end of a run.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::check::{Outcome, Snapshot};
+use crate::faults::Counts;
+use crate::runner::RunArgs;
+
+/// How many violations are printed in full (all are counted).
+const SHOWN: usize = 20;
+
+/// The report as text.
+pub fn render(
+    args: &RunArgs,
+    counts: &Counts,
+    outcome: &Outcome,
+    snapshots: &[Snapshot],
+    took: Duration,
+) -> String {
+    let down = snapshots.iter().map(|s| s.read_at - s.crash_at).fold(0.0, f64::max);
+    let mut r = String::new();
+    let _ = writeln!(
+        r,
+        "dlock chaos: {} s of work ({:.0} s in all), {} Rust + {} SQL workers, {} hot keys, ttl {}–{} s, seed {}{}",
+        args.seconds,
+        took.as_secs_f64(),
+        args.rust_workers,
+        args.sql_workers,
+        args.keys,
+        args.ttl_min,
+        args.ttl_max,
+        args.seed,
+        if args.preload { ", dlock preloaded" } else { "" }
+    );
+    let _ = writeln!(
+        r,
+        "checked: {} grants ({} surely-held intervals compared), {} accepted and {} refused resource writes",
+        outcome.grants, outcome.intervals, outcome.accepted_writes, outcome.refused_writes
+    );
+    let _ = writeln!(
+        r,
+        "fencing: {} writes of holders past their lease refused; {} taken because no newer fence had \
+         reached the resource yet ({} of them after a newer grant: fencing at a resource cannot refuse a \
+         fence it has not seen)",
+        outcome.late_writes_refused,
+        outcome.late_writes_accepted,
+        outcome.late_writes_accepted_after_newer_grant
+    );
+    let _ = writeln!(r, "faults injected:");
+    let _ = writeln!(
+        r,
+        "  kill -9 of a worker          {} ({} mid-hold)",
+        counts.kill9_holding + counts.kill9_idle,
+        counts.kill9_holding
+    );
+    let _ = writeln!(
+        r,
+        "  SIGSTOP past ttl, SIGCONT    {} ({} holders: late write refused {}, taken unfenced {}, none {})",
+        counts.stop_cont,
+        counts.paused_leases.len(),
+        outcome.paused_refused,
+        outcome.paused_accepted,
+        outcome.paused_no_late_write
+    );
+    let _ = writeln!(
+        r,
+        "  pg_terminate_backend         {} backends in {} rounds",
+        counts.terminated_backends, counts.terminate_rounds
+    );
+    let _ = writeln!(
+        r,
+        "  crash (stop -m immediate)    {} (down up to {down:.1} s; verified across them: {} sentinel leases, \
+         {} worker grants still live)",
+        counts.crashes, counts.sentinels_checked, outcome.grants_across_crashes
+    );
+    let _ = writeln!(
+        r,
+        "  connections cut mid-call     {} (of {} proxied connections)",
+        counts.proxy_cuts, counts.proxy_connections
+    );
+    let _ = writeln!(
+        r,
+        "  clock-skewed workers         {} (up to {:.0} s off; dlock never reads client clocks)",
+        counts.skewed_workers, counts.max_skew
+    );
+    if args.sabotage {
+        let _ = writeln!(
+            r,
+            "  SABOTAGE: force releases     {} (self-test: violations expected)",
+            counts.sabotage_force_releases
+        );
+    }
+    if !counts.unexpected_exits.is_empty() {
+        let _ = writeln!(
+            r,
+            "workers that exited on their own (see their .stderr): {}",
+            counts.unexpected_exits.join(", ")
+        );
+    }
+    let _ = writeln!(r, "violations: {}", outcome.violations.len());
+    for v in outcome.violations.iter().take(SHOWN) {
+        let _ = writeln!(r, "  {v}");
+    }
+    if outcome.violations.len() > SHOWN {
+        let _ = writeln!(r, "  … and {} more", outcome.violations.len() - SHOWN);
+    }
+    r
+}
