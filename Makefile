@@ -99,6 +99,16 @@ test-chaos: install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload
 
+# cargo fuzz (needs a nightly toolchain: rustup toolchain install nightly) on the Rust code that
+# judges what callers send: the SQL edge's argument checks and the contract's rules.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	@[ "$$(cargo fuzz --version 2>/dev/null | awk '{print $$2}')" = 0.13.1 ] || \
+	  $(CARGO) install cargo-fuzz --version 0.13.1 --locked
+	cd fuzz && $(CARGO) +nightly fuzz run args -- -max_total_time=$(FUZZ_SECONDS)
+	cd fuzz && $(CARGO) +nightly fuzz run lease_rules -- -max_total_time=$(FUZZ_SECONDS)
+
 fmt:
 	$(CARGO) fmt --all
 
