@@ -15,7 +15,9 @@ bash "$cluster_sh" destroy "$cluster"
 trap stop_cluster EXIT
 # The server must not inherit RUST_BACKTRACE: pgrx would append a Rust backtrace to the
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).
-eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster")"
+# Preloaded, as production should run it: a release hands the key straight to its waiter.
+eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
+  "shared_preload_libraries = 'dlock'")"
 
 # One psql session reading SQL from stdin; errors stop it unless the caller says otherwise.
 sql() { psql -X -q -v ON_ERROR_STOP=1 -P footer=off -P null=NULL "$@"; }
