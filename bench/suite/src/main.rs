@@ -128,6 +128,12 @@ async fn run(args: Args) -> Result<()> {
         eprintln!("bench: renew {}: {:.0}/s", p.contender, p.per_second);
         renewals.push(p);
     }
+    // Churn first, while the table has only seen the workloads above: whether it stays small.
+    let (before, after, seconds) =
+        workloads::churn(&servers, args.churn_keys, &format!("bench:{run}")).await?;
+    let churn =
+        Churn { keys: args.churn_keys, seconds, table_bytes_before: before, table_bytes_after: after };
+    eprintln!("bench: churn of {} keys: {} kB → {} kB", args.churn_keys, before / 1024, after / 1024);
     let mut scale = Vec::new();
     for &live in &args.live {
         let p = workloads::with_live_leases(&servers, live, args.samples, &format!("bench:{run}:s")).await?;
@@ -135,10 +141,6 @@ async fn run(args: Args) -> Result<()> {
         scale.push(p);
     }
     workloads::with_live_leases(&servers, 0, 10, &format!("bench:{run}:clean")).await?;
-    let (before, after, seconds) =
-        workloads::churn(&servers, args.churn_keys, &format!("bench:{run}")).await?;
-    let churn =
-        Churn { keys: args.churn_keys, seconds, table_bytes_before: before, table_bytes_after: after };
     let storm = workloads::expiry_storm(
         &servers,
         args.storm_leases,
