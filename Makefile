@@ -78,26 +78,31 @@ bench-client: install
 bench: install
 	@bash bench/suite.sh
 
-# Fault injection (chaos/): worker processes (Rust client and raw SQL) take hot keys with 1-2 s
-# ttls and write to a fenced resource while the runner kills them (-9), pauses them past their
-# ttl, terminates their backends, crashes the server, cuts connections mid-call and skews their
-# clocks; then checks mutual exclusion, fence order, fencing and durability. Exits non-zero on
-# any violation. Two runs: dlock loaded on demand, then preloaded (direct hand-off to server-side
-# waiters). CHAOS_SECONDS (per run) and CHAOS_SEED vary them; the reports and every worker's
-# history go to build/chaos/run-<time>-<pid>/.
+# Fault injection (chaos/): worker processes (Rust client and raw SQL, some of the latter with
+# session-bound leases) take hot keys with 1-2 s ttls and write to a fenced resource while the
+# runner kills them (-9), pauses them past their ttl, terminates their backends, crashes the
+# server, cuts connections mid-call and skews their clocks; then checks mutual exclusion, fence
+# order, fencing, durability, and that a killed session-bound holder's key passes on at once.
+# Exits non-zero on any violation. Three runs: dlock loaded on demand, then preloaded (direct
+# hand-off to server-side waiters), then preloaded with a failover: the primary stops
+# immediately mid-run and its synchronous standby is promoted (the resource on a cluster of its
+# own). CHAOS_SECONDS (per run) and CHAOS_SEED vary them; the reports and every worker's history
+# go to build/chaos/run-<time>-<pid>/.
 .PHONY: chaos test-chaos
 CHAOS_SECONDS ?= 150
 CHAOS_SEED    ?= 7
 chaos: install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --failover
 
-# The short subset for `make test` (about a minute): the checker's unit tests, then 25 s of the
-# same chaos in each mode, every fault kind included.
+# The short subset for `make test` (about a minute and a half): the checker's unit tests, then
+# 25 s of the same chaos in each mode, every fault kind included.
 test-chaos: install
 	$(CARGO) test -q -p dlock-chaos
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --fault-every 2 --seed $(CHAOS_SEED) --preload --failover
 
 # cargo fuzz (needs a nightly toolchain: rustup toolchain install nightly) on the Rust code that
 # judges what callers send: the SQL edge's argument checks and the contract's rules.

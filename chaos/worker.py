@@ -22,6 +22,18 @@ ACQUIRE = (
     " extract(epoch FROM statement_timestamp())::float8,"
     " extract(epoch FROM clock_timestamp())::float8"
 )
+# A session-bound lease (ttl NULL): no expiry; it ends when released or when this session ends.
+ACQUIRE_BOUND = (
+    "SELECT dlock_acquire(%s, %s, NULL, %s * interval '1 second'),"
+    " extract(epoch FROM statement_timestamp())::float8,"
+    " extract(epoch FROM clock_timestamp())::float8"
+)
+# Is the session-bound lease still ours? renew answers 'infinity' for it (and changes nothing):
+# then it was held at the statement's start.
+STILL_BOUND = (
+    "SELECT dlock_renew(%s, %s, interval '1 second') = 'infinity',"
+    " extract(epoch FROM statement_timestamp())::float8"
+)
 RELEASE = (
     "SELECT dlock_release(%s, %s), extract(epoch FROM statement_timestamp())::float8,"
     " extract(epoch FROM clock_timestamp())::float8"
@@ -59,6 +71,8 @@ def main():
     p.add_argument("--wait", type=float, default=2.0)
     p.add_argument("--history", required=True)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--bound-rate", type=float, default=0.0,
+                   help="share of iterations that take a session-bound lease (ttl NULL)")
     p.add_argument("--skew", type=float, default=0.0, help="seconds added to this worker's clock")
     a = p.parse_args()
     rng = random.Random(a.seed)
@@ -84,7 +98,9 @@ def main():
                 hold = rng.uniform(0.8 * ttl, a.hold_factor * ttl)
             else:
                 hold = rng.uniform(0.02, 0.4)
-            cycle(lock_db, data_db, history, owner, key, ttl, hold, a)
+            # Some leases are session-bound: held until released or until this session ends.
+            bound = rng.random() < a.bound_rate
+            cycle(lock_db, data_db, history, owner, key, None if bound else ttl, hold, a)
         except psycopg.Error:
             for db in (lock_db, data_db):
                 if db is not None and db.broken:
@@ -98,6 +114,9 @@ def skewed_now(skew):
 
 
 def cycle(lock_db, data_db, history, owner, key, ttl, hold, a):
+    """One cycle; `ttl` None: a session-bound lease."""
+    if ttl is None:
+        return bound_cycle(lock_db, data_db, history, owner, key, hold, a)
     fence, started, granted_by = lock_db.execute(ACQUIRE, (key, owner, ttl, a.wait)).fetchone()
     if fence is None:
         return
@@ -117,6 +136,33 @@ def cycle(lock_db, data_db, history, owner, key, ttl, hold, a):
     finally:
         # Released even when a write failed: the lease is ours to give back either way.
         # The machine's real clock (not the skewed one): orders the release against a crash.
+        history.record(ev="releasing", owner=owner, key=key, fence=fence, local=time.time())
+        try:
+            ok, lb, ub = lock_db.execute(RELEASE, (key, owner)).fetchone()
+        except psycopg.Error:
+            history.record(ev="release", owner=owner, key=key, fence=fence, ok=None, lb=None, ub=None)
+            raise
+        history.record(ev="release", owner=owner, key=key, fence=fence, ok=ok, lb=lb, ub=ub)
+
+
+def bound_cycle(lock_db, data_db, history, owner, key, hold, a):
+    """A session-bound lease: it is surely held from its grant to the last moment the session
+    was seen holding it (`live_until`, raised by each confirmed check), and the runner may kill
+    this worker while it holds one: the key must then pass on at once."""
+    fence, started, granted_by = lock_db.execute(ACQUIRE_BOUND, (key, owner, a.wait)).fetchone()
+    if fence is None:
+        return
+    history.record(ev="grant", owner=owner, key=key, fence=fence, requested_at=started,
+                   granted_by=granted_by, live_until=granted_by, bound=True)
+    say(f"hold {key} {fence} bound")
+    try:
+        if write(data_db, history, owner, key, fence, "start", a.skew):
+            time.sleep(hold)
+            held, at = lock_db.execute(STILL_BOUND, (key, owner)).fetchone()
+            if held:
+                history.record(ev="renewed", owner=owner, key=key, fence=fence, live_until=at)
+            write(data_db, history, owner, key, fence, "end", a.skew)
+    finally:
         history.record(ev="releasing", owner=owner, key=key, fence=fence, local=time.time())
         try:
             ok, lb, ub = lock_db.execute(RELEASE, (key, owner)).fetchone()

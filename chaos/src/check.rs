@@ -4,12 +4,21 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::faults::BoundKill;
 use crate::history::Grant;
 use crate::resource::{Accepted, Refused};
 
 /// Slack for comparing a known expiry with a server time taken by another statement (the
 /// client's `expires_at` is read just after the grant, a few microseconds late).
 pub const MARGIN: f64 = 0.05;
+
+/// How long after a kill -9 of the holder of a session-bound lease its key may go to nobody
+/// while a probe waits for it. Nothing has to expire: the kernel closes the dead worker's socket,
+/// the proxy closes its side to the server, the idle backend reads end-of-file and exits, and
+/// dlock ends the lease with the session and lets the waiter in; that takes milliseconds. The
+/// bound is three orders of magnitude above that, for a 2-core machine busy with three servers
+/// and the workers (a judgement in seconds is not a timing test).
+pub const BOUND_HANDOVER: f64 = 5.0;
 
 /// The leases visible right after a crash restart, and when they were read.
 #[derive(Debug, Clone)]
@@ -46,6 +55,18 @@ pub struct Outcome {
     pub paused_no_late_write: usize,
     /// Grants that had to survive a crash, and did.
     pub grants_across_crashes: usize,
+    /// Session-bound grants.
+    pub bound_grants: usize,
+    /// Per kill -9 of a session-bound holder: the delay from the kill to the key's next grant.
+    pub bound_kill_delays: Vec<f64>,
+    /// Kills of a session-bound holder not judged: its release had begun before the kill, or the
+    /// probe was cut short (a crash or failover meanwhile).
+    pub bound_kills_released: usize,
+    pub bound_kills_unjudged: usize,
+    /// Kills of a session-bound holder whose key had passed on before the kill: its session
+    /// had ended earlier, by pg_terminate_backend of its dlock backend or a crash (explained) or not.
+    pub bound_lost_terminated: usize,
+    pub bound_lost_unexplained: Vec<String>,
     pub violations: Vec<String>,
 }
 
@@ -61,6 +82,7 @@ pub fn check(
         grants: grants.len(),
         accepted_writes: accepted.len(),
         refused_writes: refused.len(),
+        bound_grants: grants.iter().filter(|g| g.bound).count(),
         ..Outcome::default()
     };
     fences_unique(grants, &mut out);
@@ -82,7 +104,10 @@ fn paused_holders(
     out: &mut Outcome,
 ) {
     for (key, fence) in paused {
-        let Some(grant) = grants.iter().find(|g| g.key == *key && g.fence == *fence) else { continue };
+        // A session-bound lease outlives the pause (its session does): nothing late about it.
+        let Some(grant) = grants.iter().find(|g| g.key == *key && g.fence == *fence && !g.bound) else {
+            continue;
+        };
         let late = |k: &str, f: i64, at: f64| k == key && f == *fence && at > grant.live_until;
         if refused.iter().any(|w| late(&w.key, w.fence, w.at)) {
             out.paused_refused += 1;
@@ -253,7 +278,8 @@ fn resource_fencing(grants: &[Grant], accepted: &[Accepted], refused: &[Refused]
         *max = (*max).max(write.fence);
         match by_lease.get(&(write.owner.as_str(), write.key.as_str(), write.fence)) {
             None => out.violations.push(format!("resource accepted a write of an unknown lease: {write:?}")),
-            Some(grant) if write.at > grant.live_until => {
+            // A session-bound lease has no expiry to be late after.
+            Some(grant) if write.at > grant.live_until && !grant.bound => {
                 out.late_writes_accepted += 1;
                 let newer_granted = grants
                     .iter()
@@ -295,7 +321,9 @@ fn grants_survive_crashes(grants: &[Grant], snapshots: &[Snapshot], out: &mut Ou
         for grant in grants {
             let may_be_released = grant.releasing_local.is_some_and(|t| t < snapshot.read_local)
                 || grant.releases.iter().any(|r| r.lb.is_some_and(|lb| lb < snapshot.read_at));
-            let must_survive = grant.granted_by < snapshot.crash_at
+            // A session-bound lease ends with its session, which the crash ends.
+            let must_survive = !grant.bound
+                && grant.granted_by < snapshot.crash_at
                 && grant.live_until - MARGIN > snapshot.read_at
                 && !may_be_released;
             if !must_survive {
@@ -320,6 +348,77 @@ fn grants_survive_crashes(grants: &[Grant], snapshots: &[Snapshot], out: &mut Ou
                     snapshot.read_at
                 ));
             }
+        }
+    }
+}
+
+/// After each kill -9 of the holder of a session-bound lease, the key passes on at once: its
+/// next grant (to a worker or the probe that waits for it) comes within `BOUND_HANDOVER`.
+/// `terminated`: (server time after the round, application names) of pg_terminate_backend
+/// rounds; `crashes`: server times of crashes and failovers (they end every session).
+pub fn bound_kills(
+    grants: &[Grant],
+    kills: &[BoundKill],
+    terminated: &[(f64, Vec<String>)],
+    crashes: &[f64],
+    out: &mut Outcome,
+) {
+    for kill in kills {
+        let lease = grants.iter().find(|g| g.key == kill.key && g.fence == kill.fence && g.bound);
+        if lease.is_none_or(|g| g.releasing_local.is_some_and(|t| t < kill.local)) {
+            out.bound_kills_released += 1;
+            continue;
+        }
+        let Some(probe) = kill.probe else {
+            out.bound_kills_unjudged += 1;
+            continue;
+        };
+        let next = grants
+            .iter()
+            .filter(|g| g.key == kill.key && g.fence > kill.fence)
+            .map(|g| g.granted_by)
+            .fold(f64::INFINITY, f64::min);
+        if next < kill.at
+            && let Some(lease) = lease
+        {
+            // Passed on before the kill: the session had ended already. Was its backend
+            // terminated, or the server crashed?
+            let app = format!("chaos-{}", kill.worker);
+            let ended = terminated
+                .iter()
+                .any(|(at, apps)| *at > lease.granted_by - 1.0 && *at < next + 1.0 && apps.contains(&app))
+                || crashes.iter().any(|at| *at > lease.granted_by && *at < next);
+            if ended {
+                out.bound_lost_terminated += 1;
+            } else {
+                out.bound_lost_unexplained.push(format!(
+                    "{} fence {} of {} (granted by {:.6}): next grant by {next:.6}, kill at {:.6}",
+                    kill.key, kill.fence, kill.worker, lease.granted_by, kill.at
+                ));
+            }
+            continue;
+        }
+        if next.is_finite() {
+            let delay = next - kill.at;
+            out.bound_kill_delays.push(delay);
+            if delay > BOUND_HANDOVER {
+                out.violations.push(format!(
+                    "key {}: its session-bound holder {} (fence {}) was killed at {:.6}, but the next grant \
+                     came only {delay:.3} s later (bound {BOUND_HANDOVER} s)",
+                    kill.key, kill.worker, kill.fence, kill.at
+                ));
+            }
+        } else {
+            out.violations.push(format!(
+                "key {}: its session-bound holder {} (fence {}) was killed at {:.6}, and nobody got the key \
+                 after it (the probe waited {} s: {})",
+                kill.key,
+                kill.worker,
+                kill.fence,
+                kill.at,
+                crate::faults::PROBE_WAIT,
+                if probe { "granted, but its grant is not in probe.jsonl" } else { "not granted" }
+            ));
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct Spec {
     pub wait: f64,
     /// The SQL workers' clocks are off by up to this many seconds, either way.
     pub skew: f64,
+    /// Share of the SQL workers' iterations that take a session-bound lease (`ttl NULL`).
+    pub bound_rate: f64,
 }
 
 /// One running worker.
@@ -40,13 +42,18 @@ pub struct Worker {
     pub kind: Kind,
     pub pid: i32,
     child: Child,
-    /// The lease it last said it holds.
-    holding: Arc<Mutex<Option<(String, i64)>>>,
+    /// The lease it last said it holds, and whether it is session-bound.
+    holding: Arc<Mutex<Option<(String, i64, bool)>>>,
 }
 
 impl Worker {
     pub fn holding(&self) -> Option<(String, i64)> {
-        self.holding.lock().unwrap().clone()
+        self.holding.lock().unwrap().as_ref().map(|(k, f, _)| (k.clone(), *f))
+    }
+
+    /// The lease it last said it holds if that one is session-bound.
+    pub fn holding_bound(&self) -> Option<(String, i64)> {
+        self.holding.lock().unwrap().as_ref().filter(|h| h.2).map(|(k, f, _)| (k.clone(), *f))
     }
 }
 
@@ -87,6 +94,7 @@ impl Crew {
                 // Debian's python3 has psycopg 3; a python3 earlier on PATH may not.
                 let mut c = Command::new("/usr/bin/python3");
                 c.arg(&spec.script).arg("--skew").arg(skew.to_string());
+                c.arg("--bound-rate").arg(spec.bound_rate.to_string());
                 c
             }
         };
@@ -125,7 +133,8 @@ impl Crew {
                 let mut words = line.split_whitespace();
                 *seen.lock().unwrap() = match (words.next(), words.next(), words.next()) {
                     (Some("hold"), Some(key), Some(fence)) => {
-                        fence.parse().ok().map(|f| (key.to_string(), f))
+                        let bound = words.next() == Some("bound");
+                        fence.parse().ok().map(|f| (key.to_string(), f, bound))
                     }
                     _ => None,
                 };

@@ -23,13 +23,18 @@ pub enum Event {
         requested_at: Option<f64>,
         /// Server time right after the grant (an upper bound of it).
         granted_by: f64,
-        /// Until when the lease is surely live unless released (server clock).
+        /// Until when the lease is surely live unless released (server clock). For a
+        /// session-bound lease: the last moment its session was seen holding it.
         live_until: f64,
+        /// A session-bound lease (`ttl NULL`): it never expires and ends with its session.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bound: bool,
     },
     /// The lease's exact expiry, read from `dlock_locks` right after the grant (replaces the
     /// grant's lower bound).
     Expiry { owner: String, key: String, fence: i64, live_until: f64 },
-    /// The lease's expiry as extended by acknowledged renewals.
+    /// The lease's expiry as extended by acknowledged renewals (for a session-bound lease: a
+    /// later moment its session was seen holding it).
     Renewed { owner: String, key: String, fence: i64, live_until: f64 },
     /// A write to the resource and its verdict.
     Write { owner: String, key: String, fence: i64, phase: String, accepted: bool, at: f64 },
@@ -67,6 +72,8 @@ pub struct Grant {
     pub requested_at: Option<f64>,
     pub granted_by: f64,
     pub live_until: f64,
+    /// Session-bound (`ttl NULL`): `live_until` is the last moment it was seen held.
+    pub bound: bool,
     /// Server times of this worker's writes under the lease, and whether each was refused.
     pub writes: Vec<(f64, bool)>,
     /// When (this machine's clock) the worker first set out to release it.
@@ -116,7 +123,7 @@ pub fn read(dir: &Path) -> std::io::Result<Vec<Grant>> {
 
 fn apply(grants: &mut BTreeMap<(String, String, i64), Grant>, worker: &str, event: Event) {
     match event {
-        Event::Grant { owner, key, fence, requested_at, granted_by, live_until } => {
+        Event::Grant { owner, key, fence, requested_at, granted_by, live_until, bound } => {
             let grant = grants.entry((owner.clone(), key.clone(), fence)).or_insert_with(|| Grant {
                 worker: worker.to_string(),
                 owner,
@@ -125,6 +132,7 @@ fn apply(grants: &mut BTreeMap<(String, String, i64), Grant>, worker: &str, even
                 requested_at,
                 granted_by,
                 live_until,
+                bound,
                 ..Grant::default()
             });
             // A reentrant grant: the earliest grant and the latest known expiry stand.

@@ -1,10 +1,12 @@
 //! A TCP proxy in front of PostgreSQL that cuts connections mid-call: with probability
 //! `cut_rate` per client→server chunk it forwards the chunk and then closes both sides, so the
-//! server may act on a request whose answer the client never sees.
+//! server may act on a request whose answer the client never sees. The upstream port can be
+//! switched while it runs (a failover points it at the promoted standby); connections already
+//! open stay on the server they reached.
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -18,8 +20,9 @@ pub struct ProxyStats {
     pub cuts: AtomicU64,
 }
 
-/// Listens on 127.0.0.1 at a free port and forwards to `127.0.0.1:<upstream>`; returns the port.
-pub async fn start(upstream: u16, cut_rate: f64, seed: u64, stats: Arc<ProxyStats>) -> u16 {
+/// Listens on 127.0.0.1 at a free port and forwards each new connection to
+/// `127.0.0.1:<upstream>` (read at connect time); returns the port.
+pub async fn start(upstream: Arc<AtomicU16>, cut_rate: f64, seed: u64, stats: Arc<ProxyStats>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
     let port = listener.local_addr().expect("proxy address").port();
     let rng = Arc::new(Mutex::new(Rng::new(seed)));
@@ -28,6 +31,7 @@ pub async fn start(upstream: u16, cut_rate: f64, seed: u64, stats: Arc<ProxyStat
             let Ok((client, _)) = listener.accept().await else { continue };
             stats.connections.fetch_add(1, Ordering::Relaxed);
             let (stats, rng) = (stats.clone(), rng.clone());
+            let upstream = upstream.load(Ordering::SeqCst);
             tokio::spawn(async move {
                 if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
                     pipe(client, server, cut_rate, &stats, &rng).await;

@@ -22,7 +22,7 @@ pub fn render(
     let mut r = String::new();
     let _ = writeln!(
         r,
-        "dlock chaos: {} s of work ({:.0} s in all), {} Rust + {} SQL workers, {} hot keys, ttl {}–{} s, seed {}{}",
+        "dlock chaos: {} s of work ({:.0} s in all), {} Rust + {} SQL workers, {} hot keys, ttl {}–{} s, seed {}{}{}",
         args.seconds,
         took.as_secs_f64(),
         args.rust_workers,
@@ -31,12 +31,22 @@ pub fn render(
         args.ttl_min,
         args.ttl_max,
         args.seed,
-        if args.preload { ", dlock preloaded" } else { "" }
+        if args.preload { ", dlock preloaded" } else { "" },
+        if args.failover {
+            ", failover to a synchronous standby (resource on a cluster of its own)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         r,
-        "checked: {} grants ({} surely-held intervals compared), {} accepted and {} refused resource writes",
-        outcome.grants, outcome.intervals, outcome.accepted_writes, outcome.refused_writes
+        "checked: {} grants ({} session-bound; {} surely-held intervals compared), {} accepted and {} refused \
+         resource writes",
+        outcome.grants,
+        outcome.bound_grants,
+        outcome.intervals,
+        outcome.accepted_writes,
+        outcome.refused_writes
     );
     let _ = writeln!(
         r,
@@ -68,12 +78,47 @@ pub fn render(
         "  pg_terminate_backend         {} backends in {} rounds",
         counts.terminated_backends, counts.terminate_rounds
     );
+    let _ = writeln!(r, "  crash (stop -m immediate)    {}", counts.crashes);
+    if args.failover {
+        let fences: Vec<String> =
+            counts.fences_across_failover.iter().map(|(k, a, b)| format!("{k} {a}→{b}")).collect();
+        let _ = writeln!(
+            r,
+            "  failover                     {} (primary stopped -m immediate, sync standby promoted, proxy \
+             switched: no primary for {:.1} s); {} grants after it; fences before→after: {}",
+            counts.failovers,
+            counts.failover_down,
+            counts.grants_after_failover,
+            fences.join(", ")
+        );
+    }
     let _ = writeln!(
         r,
-        "  crash (stop -m immediate)    {} (down up to {down:.1} s; verified across them: {} sentinel leases, \
-         {} worker grants still live)",
-        counts.crashes, counts.sentinels_checked, outcome.grants_across_crashes
+        "    verified across them: {} sentinel leases, {} worker grants still live (down up to {down:.1} s)",
+        counts.sentinels_checked, outcome.grants_across_crashes
     );
+    let mut delays = outcome.bound_kill_delays.clone();
+    delays.sort_by(f64::total_cmp);
+    let _ = writeln!(
+        r,
+        "  kill -9 of a session-bound holder  {} (key passed on after {}; {} had begun their release, {} \
+         had lost the lease before the kill to pg_terminate_backend or a crash, {} unexplained, {} probes cut short by a \
+         crash or failover; bound {} s)",
+        counts.bound_kills.len(),
+        if delays.is_empty() {
+            "-".to_string()
+        } else {
+            delays.iter().map(|d| format!("{:.1} ms", d * 1000.0)).collect::<Vec<_>>().join(", ")
+        },
+        outcome.bound_kills_released,
+        outcome.bound_lost_terminated,
+        outcome.bound_lost_unexplained.len(),
+        outcome.bound_kills_unjudged,
+        crate::check::BOUND_HANDOVER
+    );
+    for lost in &outcome.bound_lost_unexplained {
+        let _ = writeln!(r, "    passed on before the kill, no terminate seen: {lost}");
+    }
     let _ = writeln!(
         r,
         "  connections cut mid-call     {} (of {} proxied connections)",

@@ -2,11 +2,11 @@
 //! faults on a schedule, then the checker and the report.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dlock_tests::Cluster;
+use dlock_tests::{Cluster, Standby};
 use tokio_postgres::NoTls;
 
 use crate::check::{self, Snapshot};
@@ -56,6 +56,18 @@ pub struct RunArgs {
     /// takes leases away early; the checker must then report violations and the run fail.
     #[arg(long)]
     pub sabotage: bool,
+    /// Failover instead of crash restarts: dlock's cluster is a primary with a synchronous
+    /// streaming standby (`synchronous_standby_names = '*'`, `synchronous_commit = on`); at
+    /// `--failover-at` of the run the primary stops immediately, the standby is promoted and the
+    /// proxy points at it. The resource then lives on a third cluster that does not fail over.
+    #[arg(long)]
+    pub failover: bool,
+    /// When the failover happens, as a share of `--seconds`.
+    #[arg(long, default_value_t = 0.5)]
+    pub failover_at: f64,
+    /// Share of the SQL workers' iterations that take a session-bound lease (`ttl NULL`).
+    #[arg(long, default_value_t = 0.25)]
+    pub bound_rate: f64,
     /// Seed of every random choice of the run (faults, keys, ttls, holds, cuts).
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
@@ -63,8 +75,15 @@ pub struct RunArgs {
 
 /// What a run works on.
 struct World {
+    /// dlock's cluster (the primary, with `--failover`).
     cluster: Arc<Cluster>,
-    port: u16,
+    /// With `--failover`: the synchronous standby, and the resource's own cluster.
+    standby: Option<Arc<Standby>>,
+    /// Kept only so that it lives (and is stopped) with the run.
+    _resource_cluster: Option<Cluster>,
+    /// The port of the server dlock is on now (the standby's after a failover).
+    upstream: Arc<AtomicU16>,
+    resource_port: u16,
     admin: tokio_postgres::Client,
     dir: PathBuf,
     proxy: Arc<ProxyStats>,
@@ -92,8 +111,20 @@ pub async fn run(args: RunArgs) -> bool {
     counts.max_skew = world.crew.max_skew;
 
     let grants = history::read(&world.dir).expect("read the lease history");
+    if let (true, Some(snapshot)) = (args.failover, injected.snapshots.last()) {
+        let after = |g: &&history::Grant| g.requested_at.is_some_and(|r| r > snapshot.read_at);
+        counts.grants_after_failover = grants.iter().filter(after).count();
+        for key in (0..args.keys).map(|i| format!("hot/{i}")) {
+            let of_key = || grants.iter().filter(|g| g.key == key);
+            let before = of_key().filter(|g| g.granted_by < snapshot.crash_at).map(|g| g.fence).max();
+            let first_after = of_key().filter(after).map(|g| g.fence).min();
+            if let (Some(before), Some(first_after)) = (before, first_after) {
+                counts.fences_across_failover.push((key, before, first_after));
+            }
+        }
+    }
     let (db, connection) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={} user=postgres dbname={}", world.port, resource::DATABASE),
+        &format!("host=127.0.0.1 port={} user=postgres dbname={}", world.resource_port, resource::DATABASE),
         NoTls,
     )
     .await
@@ -102,6 +133,14 @@ pub async fn run(args: RunArgs) -> bool {
     let (accepted, refused) = resource::read(&db).await.expect("read the resource");
     let mut outcome =
         check::check(&grants, &accepted, &refused, &injected.snapshots, &injected.counts.paused_leases);
+    let crash_times: Vec<f64> = injected.snapshots.iter().map(|s| s.crash_at).collect();
+    check::bound_kills(
+        &grants,
+        &injected.counts.bound_kills,
+        &injected.counts.terminated,
+        &crash_times,
+        &mut outcome,
+    );
     outcome.violations.splice(0..0, injected.violations);
     let text = report::render(&args, &injected.counts, &outcome, &injected.snapshots, started.elapsed());
     print!("{text}");
@@ -116,15 +155,44 @@ async fn set_up(args: &RunArgs) -> World {
     let dir =
         dlock_tests::workspace_root().join("build/chaos").join(format!("run-{stamp}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create the run directory");
-    let conf: &'static [&'static str] =
-        if args.preload { &["shared_preload_libraries = 'dlock'"] } else { &[] };
+    let mut conf: Vec<&'static str> = Vec::new();
+    if args.preload {
+        conf.push("shared_preload_libraries = 'dlock'");
+    }
+    if args.failover {
+        // The default, spelled out: an acknowledged commit is flushed on the sync standby.
+        conf.push("synchronous_commit = on");
+    }
     let cluster =
-        Arc::new(tokio::task::spawn_blocking(move || Cluster::start_new("chaos", conf)).await.unwrap());
+        Arc::new(tokio::task::spawn_blocking(move || Cluster::start_new("chaos", &conf)).await.unwrap());
     let port = cluster.port();
+    let (standby, resource_cluster) = if args.failover {
+        let primary = cluster.clone();
+        let (standby, resource_cluster) = tokio::task::spawn_blocking(move || {
+            // Cloned before the primary asks for a synchronous standby: the clone's own
+            // configuration has none, so once promoted it commits without waiting.
+            let standby = Standby::clone_of(&primary, "chaos-standby");
+            (standby, Cluster::start_new("chaos-resource", &[]))
+        })
+        .await
+        .unwrap();
+        dlock_tests::require_sync_standby(&cluster.connect().await).await;
+        (Some(Arc::new(standby)), Some(resource_cluster))
+    } else {
+        (None, None)
+    };
+    let resource_port = resource_cluster.as_ref().map_or(port, Cluster::port);
     let admin = faults::admin(port).await.expect("admin session");
-    admin.batch_execute(&format!("CREATE DATABASE {}", resource::DATABASE)).await.expect("CREATE DATABASE");
-    let resource_conn =
-        format!("host=127.0.0.1 port={port} user=postgres dbname={} connect_timeout=3", resource::DATABASE);
+    faults::admin(resource_port)
+        .await
+        .expect("admin session on the resource's cluster")
+        .batch_execute(&format!("CREATE DATABASE {}", resource::DATABASE))
+        .await
+        .expect("CREATE DATABASE");
+    let resource_conn = format!(
+        "host=127.0.0.1 port={resource_port} user=postgres dbname={} connect_timeout=3",
+        resource::DATABASE
+    );
     {
         let (db, connection) =
             tokio_postgres::connect(&resource_conn, NoTls).await.expect("resource session");
@@ -132,7 +200,8 @@ async fn set_up(args: &RunArgs) -> World {
         resource::install(&db).await.expect("install the resource");
     }
     let proxy = Arc::new(ProxyStats::default());
-    let proxy_port = proxy::start(port, args.cut_rate, args.seed ^ 0x5eed, proxy.clone()).await;
+    let upstream = Arc::new(AtomicU16::new(port));
+    let proxy_port = proxy::start(upstream.clone(), args.cut_rate, args.seed ^ 0x5eed, proxy.clone()).await;
     let spec = Spec {
         dir: dir.clone(),
         script: dlock_tests::workspace_root().join("chaos/worker.py"),
@@ -144,6 +213,7 @@ async fn set_up(args: &RunArgs) -> World {
         ttl: (args.ttl_min, args.ttl_max),
         wait: args.ttl_max,
         skew: args.skew,
+        bound_rate: args.bound_rate,
     };
     let mut crew = Crew::new(spec, args.seed);
     for _ in 0..args.rust_workers {
@@ -152,19 +222,37 @@ async fn set_up(args: &RunArgs) -> World {
     for _ in 0..args.sql_workers {
         crew.spawn(Kind::Sql);
     }
-    World { cluster, port, admin, dir, proxy, crew }
+    World {
+        cluster,
+        standby,
+        _resource_cluster: resource_cluster,
+        upstream,
+        resource_port,
+        admin,
+        dir,
+        proxy,
+        crew,
+    }
 }
 
-/// Faults until the time is up: kill -9, SIGSTOP, pg_terminate_backend in turn, and a crash
-/// restart every `crash_every` seconds (the proxy cuts connections all along).
+/// Faults until the time is up: kill -9 (every other one of a session-bound holder when there
+/// is one, then a probe waits for its key), SIGSTOP, pg_terminate_backend in turn, and a crash
+/// restart every `crash_every` seconds, or with `--failover` one failover instead (the proxy
+/// cuts connections all along).
 async fn inject(args: &RunArgs, world: &mut World) -> Injected {
     let mut injected = Injected::default();
     let counts = &mut injected.counts;
     let mut rng = Rng::new(args.seed);
     let run_for = Duration::from_secs(args.seconds);
     let fault_every = Duration::from_secs_f64(args.fault_every);
-    let mut next_crash = (args.crash_every > 0.0)
+    let mut next_crash = (args.crash_every > 0.0 && !args.failover)
         .then(|| Duration::from_secs_f64(args.crash_every.min(args.seconds as f64 / 2.0)));
+    let mut next_failover = args
+        .failover
+        .then(|| Duration::from_secs_f64(args.seconds as f64 * args.failover_at.clamp(0.05, 0.95)));
+    let probe_log =
+        Arc::new(Mutex::new(history::Log::create(&world.dir.join("probe.jsonl")).expect("probe log")));
+    let mut probes = Vec::new();
     let mut killed = Vec::new();
     let mut turn = 0;
     let begin = Instant::now();
@@ -172,6 +260,28 @@ async fn inject(args: &RunArgs, world: &mut World) -> Injected {
         // Jittered, so faults do not fall into step with the workers' cycles.
         tokio::time::sleep(fault_every.mul_f64(rng.range(0.5, 1.5))).await;
         counts.unexpected_exits.extend(world.crew.replace_exited(&killed));
+        if next_failover.is_some_and(|at| begin.elapsed() >= at)
+            && let Some(standby) = &world.standby
+        {
+            next_failover = None;
+            match faults::failover(&world.cluster, standby, &world.admin, &world.upstream, counts).await {
+                Ok((snapshot, fresh, found)) => {
+                    injected.snapshots.push(snapshot);
+                    world.admin = fresh;
+                    injected.violations.extend(found);
+                }
+                Err(e) => {
+                    // The workers go on against whichever server answers; the run is judged
+                    // without this failover's sentinels.
+                    injected.violations.push(format!("failover round failed: {e}"));
+                    world.upstream.store(standby.port(), Ordering::SeqCst);
+                    if let Ok(fresh) = faults::admin(standby.port()).await {
+                        world.admin = fresh;
+                    }
+                }
+            }
+            continue;
+        }
         if next_crash.is_some_and(|at| begin.elapsed() >= at) {
             next_crash = next_crash.map(|at| at + Duration::from_secs_f64(args.crash_every));
             match faults::crash(&world.cluster, &world.admin, counts.crashes + 1, counts).await {
@@ -182,7 +292,7 @@ async fn inject(args: &RunArgs, world: &mut World) -> Injected {
                 }
                 Err(e) => {
                     eprintln!("chaos: crash round failed ({e}); reconnecting");
-                    if let Ok(fresh) = faults::admin(world.port).await {
+                    if let Ok(fresh) = faults::admin(world.cluster.port()).await {
                         world.admin = fresh;
                     }
                 }
@@ -194,7 +304,38 @@ async fn inject(args: &RunArgs, world: &mut World) -> Injected {
             faults::force_release(&world.admin, &key, counts).await;
         }
         match turn % 3 {
-            0 => killed.extend(faults::kill9(&mut world.crew, counts)),
+            0 => {
+                // Every other kill goes to the holder of a session-bound lease: wait a little for one.
+                let prefer_bound = (turn / 3) % 2 == 0;
+                for _ in 0..40 {
+                    if !prefer_bound || world.crew.workers.iter().any(|w| w.holding_bound().is_some()) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                // The server time just before the kill (a lower bound of it).
+                let at: Option<f64> =
+                    world.admin.query_one(resource::SERVER_NOW, &[]).await.ok().map(|r| r.get(0));
+                let local = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                if let Some((name, bound)) = faults::kill9(&mut world.crew, prefer_bound, counts) {
+                    if let (Some((key, fence)), Some(at)) = (bound, at) {
+                        let owner = format!("probe:{}", counts.bound_kills.len());
+                        counts.bound_kills.push(faults::BoundKill {
+                            worker: name.clone(),
+                            key: key.clone(),
+                            fence,
+                            at,
+                            local,
+                            probe: None,
+                        });
+                        let port = world.upstream.load(Ordering::SeqCst);
+                        probes.push(tokio::spawn(faults::probe(port, key, owner, probe_log.clone())));
+                    }
+                    killed.push(name);
+                }
+            }
             1 => {
                 let pause = Duration::from_secs_f64(args.ttl_max + rng.range(0.5, 1.5));
                 faults::stop_cont(&mut world.crew, pause, counts);
@@ -202,6 +343,9 @@ async fn inject(args: &RunArgs, world: &mut World) -> Injected {
             _ => faults::terminate(&world.admin, 2, counts).await,
         }
         turn += 1;
+    }
+    for (kill, probe) in counts.bound_kills.iter_mut().zip(probes) {
+        kill.probe = probe.await.ok().flatten();
     }
     injected
 }

@@ -131,6 +131,7 @@ async fn cycle(
         requested_at: Some(requested_at),
         granted_by: live_until - ttl,
         live_until,
+        bound: false,
     });
     println!("hold {key} {fence}");
     let mut outcome = Ok(());

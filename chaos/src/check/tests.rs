@@ -1,6 +1,7 @@
 //! The checker against hand-made histories: each violation is found, and fencing at work is not one.
 
 use super::*;
+use crate::faults::BoundKill;
 use crate::history::Release;
 
 fn grant(owner: &str, fence: i64, granted_by: f64, live_until: f64) -> Grant {
@@ -73,4 +74,58 @@ fn the_resource_taking_an_older_fence_is_found() {
     let accepted = [write(1, "b", 2, 12.2), write(2, "a", 1, 12.3)];
     let out = check(&grants, &accepted, &[], &[], &[]);
     assert!(out.violations.iter().any(|v| v.contains("after fence 2")), "{:?}", out.violations);
+}
+
+fn bound_kill(at: f64, probe: Option<bool>) -> BoundKill {
+    BoundKill { worker: "a".into(), key: "k".into(), fence: 1, at, local: at, probe }
+}
+
+#[test]
+fn a_session_bound_key_passing_on_at_once_after_a_kill_passes() {
+    let mut a = grant("a", 1, 10.0, 10.5);
+    a.bound = true;
+    let grants = [a, released(grant("b", 2, 11.02, 13.0), 11.5)];
+    let mut out = check(&grants, &[], &[], &[], &[]);
+    bound_kills(&grants, &[bound_kill(11.0, Some(true))], &[], &[], &mut out);
+    assert!(out.violations.is_empty(), "{:?}", out.violations);
+    assert_eq!(out.bound_kill_delays.len(), 1);
+    assert!((out.bound_kill_delays[0] - 0.02).abs() < 1e-9);
+}
+
+#[test]
+fn a_session_bound_key_stuck_after_its_holder_was_killed_is_found() {
+    let mut a = grant("a", 1, 10.0, 10.5);
+    a.bound = true;
+    let late = [a.clone(), released(grant("b", 2, 17.0, 18.0), 17.5)];
+    let mut out = check(&late, &[], &[], &[], &[]);
+    bound_kills(&late, &[bound_kill(11.0, Some(false))], &[], &[], &mut out);
+    assert!(out.violations.iter().any(|v| v.contains("next grant came only")), "{:?}", out.violations);
+    let never = [a];
+    let mut out = check(&never, &[], &[], &[], &[]);
+    bound_kills(&never, &[bound_kill(11.0, Some(false))], &[], &[], &mut out);
+    assert!(out.violations.iter().any(|v| v.contains("nobody got the key")), "{:?}", out.violations);
+    // The probe cut short by a crash: not judged.
+    let mut out = check(&never, &[], &[], &[], &[]);
+    bound_kills(&never, &[bound_kill(11.0, None)], &[], &[], &mut out);
+    assert!(out.violations.is_empty() && out.bound_kills_unjudged == 1, "{:?}", out.violations);
+}
+
+#[test]
+fn a_session_bound_key_passed_on_before_the_kill_is_explained_or_listed() {
+    let mut a = grant("a", 1, 10.0, 10.5);
+    a.bound = true;
+    let grants = [a, released(grant("b", 2, 10.8, 13.0), 11.5)];
+    let mut out = check(&grants, &[], &[], &[], &[]);
+    bound_kills(&grants, &[bound_kill(11.0, Some(true))], &[(10.7, vec!["chaos-a".into()])], &[], &mut out);
+    assert_eq!((out.bound_lost_terminated, out.bound_lost_unexplained.len()), (1, 0));
+    let mut out = check(&grants, &[], &[], &[], &[]);
+    bound_kills(
+        &grants,
+        &[bound_kill(11.0, Some(true))],
+        &[(10.7, vec!["chaos-a-data".into()])],
+        &[],
+        &mut out,
+    );
+    assert_eq!((out.bound_lost_terminated, out.bound_lost_unexplained.len()), (0, 1));
+    assert!(out.bound_kill_delays.is_empty() && out.violations.is_empty(), "{:?}", out.violations);
 }
