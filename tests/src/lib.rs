@@ -8,6 +8,7 @@
 mod check;
 mod cluster;
 mod listener;
+mod pgbouncer;
 mod replica;
 mod session;
 
@@ -17,6 +18,7 @@ pub use check::{
 };
 pub use cluster::{Cluster, StopMode, workspace_root};
 pub use listener::Listener;
+pub use pgbouncer::Pgbouncer;
 pub use replica::{
     Standby, alter_system, disconnect_standby, require_sync_standby, wait_for_replay, wait_for_streaming,
 };

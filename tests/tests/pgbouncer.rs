@@ -18,170 +18,36 @@
 //! Calls go through `query_typed` (one round trip with an unnamed statement): pgbouncer 1.18
 //! does not carry named prepared statements across transactions in this mode.
 
-use std::fs;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dlock_tests::{
-    Cluster, NoTls, SqlState, eventually, expect_sqlstate, key, owner, wait_for_waiters, within,
+    Cluster, NoTls, Pgbouncer, SqlState, eventually, expect_sqlstate, key, owner, wait_for_waiters, within,
 };
+use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::{FromSql, ToSql, Type};
-use tokio_postgres::{AsyncMessage, SimpleQueryMessage};
 
 /// Generous limit on anything that should happen promptly (never a measurement).
 const PROMPTLY: Duration = Duration::from_secs(20);
-/// The pgbouncer binary (Debian package `pgbouncer`); `$PGBOUNCER` overrides.
-const PGBOUNCER: &str = "/usr/sbin/pgbouncer";
 
-/// A pgbouncer in front of a cluster, in transaction pooling mode with `pool_size` server
-/// connections, listening on a free loopback port. Killed (and reaped) when dropped; its
-/// files live in the cluster's directory (`pgbouncer-<name>/`, log included).
-struct Pgbouncer {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+/// A new client connection to database `postgres` through the pooler.
+async fn pooled(bouncer: &Pgbouncer) -> Pooled {
+    Pooled { client: bouncer.client("postgres").await }
 }
 
-impl Pgbouncer {
-    async fn start(cluster: &Cluster, name: &str, pool_size: u32) -> Pgbouncer {
-        let dir = cluster.dir().join(format!("pgbouncer-{name}"));
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        let port = free_port();
-        let userlist = dir.join("userlist.txt");
-        fs::write(&userlist, "\"postgres\" \"\"\n").expect("write userlist.txt");
-        // pgbouncer refuses to run as root: started as root it switches to `postgres` itself.
-        let as_user = if running_as_root() { "user = postgres\n" } else { "" };
-        let ini = format!(
-            "[databases]\n\
-             postgres = host=127.0.0.1 port={server} dbname=postgres\n\
-             [pgbouncer]\n\
-             listen_addr = 127.0.0.1\n\
-             listen_port = {port}\n\
-             unix_socket_dir =\n\
-             auth_type = trust\n\
-             auth_file = {userlist}\n\
-             admin_users = postgres\n\
-             pool_mode = transaction\n\
-             default_pool_size = {pool_size}\n\
-             min_pool_size = 0\n\
-             reserve_pool_size = 0\n\
-             max_client_conn = 50\n\
-             {as_user}",
-            server = cluster.port(),
-            userlist = userlist.display(),
-        );
-        let ini_path = dir.join("pgbouncer.ini");
-        fs::write(&ini_path, ini).expect("write pgbouncer.ini");
-        let log = fs::File::create(dir.join("pgbouncer.log")).expect("create pgbouncer.log");
-        let program = std::env::var("PGBOUNCER").unwrap_or_else(|_| PGBOUNCER.into());
-        let child = Command::new(&program)
-            .arg(&ini_path)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {program} (Debian package pgbouncer): {e}"));
-        let mut bouncer = Pgbouncer { child, port, dir };
-        let what = format!("pgbouncer listens on 127.0.0.1:{port}");
-        eventually(PROMPTLY, &what, || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
-        })
-        .await;
-        assert!(bouncer.child.try_wait().expect("pgbouncer status").is_none(), "{}", bouncer.log());
-        bouncer
-    }
-
-    /// A new client connection to database `postgres` through the pooler.
-    async fn connect(&self) -> Pooled {
-        Pooled { client: connect(self.port, "postgres").await }
-    }
-
-    /// A client connection whose notifications (NotificationResponse) are collected.
-    async fn connect_listening(&self) -> (Pooled, tokio::sync::mpsc::UnboundedReceiver<String>) {
-        let mut config = tokio_postgres::Config::new();
-        config.host("127.0.0.1").port(self.port).user("postgres").dbname("postgres");
-        let (client, mut connection) = config.connect(NoTls).await.expect("connect through pgbouncer");
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                if let AsyncMessage::Notification(n) = message {
-                    let _ = tx.send(n.channel().to_string());
-                }
-            }
-        });
-        (Pooled { client }, rx)
-    }
-
-    /// One row of the admin console's `SHOW POOLS` for database `postgres`: column → value.
-    async fn pool(&self) -> Vec<(String, String)> {
-        let admin = connect(self.port, "pgbouncer").await;
-        let messages = admin.simple_query("SHOW POOLS").await.expect("SHOW POOLS");
-        for message in messages {
-            if let SimpleQueryMessage::Row(row) = message
-                && row.get("database") == Some("postgres")
-            {
-                return row
-                    .columns()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (c.name().to_string(), row.get(i).unwrap_or("").to_string()))
-                    .collect();
-            }
-        }
-        panic!("SHOW POOLS has no row for database postgres");
-    }
-
-    /// A counter of `SHOW POOLS` (`cl_active`, `cl_waiting`, `sv_active`, `sv_idle`, ...).
-    async fn pool_count(&self, column: &str) -> i64 {
-        let pool = self.pool().await;
-        let value =
-            pool.iter().find(|(c, _)| c == column).unwrap_or_else(|| panic!("no {column} in {pool:?}"));
-        value.1.parse().unwrap_or_else(|_| panic!("{column} = {:?} is not a number", value.1))
-    }
-
-    /// The admin console command `command` (e.g. `RECONNECT postgres`).
-    async fn admin(&self, command: &str) {
-        let admin = connect(self.port, "pgbouncer").await;
-        admin.simple_query(command).await.unwrap_or_else(|e| panic!("{command}: {e}"));
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Pgbouncer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- {} ---\n{}", self.dir.join("pgbouncer.log").display(), self.log());
-        }
-    }
-}
-
-/// Whether this process runs as root (`/proc/self` belongs to the effective user).
-fn running_as_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// A port nobody listens on right now (the kernel's pick; pgbouncer binds it a moment later).
-fn free_port() -> u16 {
-    let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    socket.local_addr().expect("local address").port()
-}
-
-async fn connect(port: u16, dbname: &str) -> tokio_postgres::Client {
+/// A client connection whose notifications (NotificationResponse) are collected.
+async fn connect_listening(bouncer: &Pgbouncer) -> (Pooled, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let mut config = tokio_postgres::Config::new();
-    config.host("127.0.0.1").port(port).user("postgres").dbname(dbname).application_name("dlock-pgbouncer");
-    let (client, connection) =
-        config.connect(NoTls).await.unwrap_or_else(|e| panic!("cannot connect to {dbname} via :{port}: {e}"));
+    config.host("127.0.0.1").port(bouncer.port()).user("postgres").dbname("postgres");
+    let (client, mut connection) = config.connect(NoTls).await.expect("connect through pgbouncer");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let _ = connection.await;
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let AsyncMessage::Notification(n) = message {
+                let _ = tx.send(n.channel().to_string());
+            }
+        }
     });
-    client
+    (Pooled { client }, rx)
 }
 
 /// A client connection through pgbouncer, with the dlock calls as typed one-round-trip
@@ -265,7 +131,7 @@ async fn ttl_leases_work_from_many_clients_over_two_server_connections() {
     let observer = cluster.connect().await;
     let mut clients = Vec::new();
     for _ in 0..8 {
-        clients.push(bouncer.connect().await);
+        clients.push(pooled(&bouncer).await);
     }
     // Eight client connections, at most two server backends behind them.
     let mut server_pids = std::collections::BTreeSet::new();
@@ -341,7 +207,7 @@ async fn each_server_side_wait_holds_a_server_connection_and_two_fill_a_pool_of_
     let first = holder.try_acquire(&k, &o_holder, "60s").await.unwrap().unwrap();
 
     // Two waiters through the pooler, in this order: each sits on a server connection.
-    let (a, b, c) = (bouncer.connect().await, bouncer.connect().await, bouncer.connect().await);
+    let (a, b, c) = (pooled(&bouncer).await, pooled(&bouncer).await, pooled(&bouncer).await);
     let (ka, oa) = (k.clone(), o_a.clone());
     let wait_a = tokio::spawn(async move { (a.acquire(&ka, &oa, Some("60s"), Some("60s")).await, a) });
     wait_for_waiters(&observer, &k, 1).await;
@@ -379,7 +245,7 @@ async fn a_release_through_a_pool_full_of_waiters_waits_until_a_wait_ends() {
     let cluster = Cluster::shared();
     let bouncer = Pgbouncer::start(cluster, T, 1).await;
     let observer = cluster.connect().await;
-    let (holder, waiter) = (bouncer.connect().await, bouncer.connect().await);
+    let (holder, waiter) = (pooled(&bouncer).await, pooled(&bouncer).await);
     let k = key(T, "k");
     let (o_holder, o_waiter) = (owner(T, "holder"), owner(T, "waiter"));
     let fence = holder.try_acquire(&k, &o_holder, "60s").await.unwrap().unwrap();
@@ -415,7 +281,7 @@ async fn a_session_bound_lease_belongs_to_the_pooled_server_session_not_to_the_c
     let k = key(T, "k");
     let (o_a, o_b) = (owner(T, "a"), owner(T, "b"));
 
-    let a = bouncer.connect().await;
+    let a = pooled(&bouncer).await;
     let server_pid = a.backend_pid().await;
     let fence = a.acquire(&k, &o_a, None, Some("0")).await.unwrap().expect("a free key is granted");
     drop(a); // the client that took the session-bound lease disconnects
@@ -435,7 +301,7 @@ async fn a_session_bound_lease_belongs_to_the_pooled_server_session_not_to_the_c
 
     // Another client, whose transactions run on that same server session, is "the same session"
     // as far as the server can tell: an unlimited wait is refused at once as a self-deadlock.
-    let b = bouncer.connect().await;
+    let b = pooled(&bouncer).await;
     assert_eq!(b.backend_pid().await, server_pid);
     assert_eq!(b.try_acquire(&k, &o_b, "10s").await.unwrap(), None);
     expect_sqlstate(
@@ -450,7 +316,7 @@ async fn a_session_bound_lease_belongs_to_the_pooled_server_session_not_to_the_c
     // Unreleased, it ends only when pgbouncer closes that server connection (here at once with
     // RECONNECT; otherwise after server_idle_timeout / server_lifetime, or at shutdown).
     let k2 = key(T, "k2");
-    let a2 = bouncer.connect().await;
+    let a2 = pooled(&bouncer).await;
     a2.acquire(&k2, &o_a, None, Some("0")).await.unwrap().expect("granted");
     drop(a2);
     assert_eq!(observer.lease(&k2).await.unwrap().and_then(|row| row.holder_pid), Some(server_pid));
@@ -474,7 +340,7 @@ async fn a_watch_stays_on_the_pooled_server_session_and_its_notifications_miss_t
     let bouncer = Pgbouncer::start(cluster, T, 1).await;
     let observer = cluster.connect().await;
     let k = key(T, "k");
-    let (watcher, mut heard) = bouncer.connect_listening().await;
+    let (watcher, mut heard) = connect_listening(&bouncer).await;
     let channel = watcher.watch(&k).await.unwrap();
     assert_eq!(observer.watchers(&k).await.unwrap(), 1);
 
@@ -489,7 +355,7 @@ async fn a_watch_stays_on_the_pooled_server_session_and_its_notifications_miss_t
 
     // A free through the pooler runs on that same server session: the notification goes to the
     // client that freed the key, not to the watcher.
-    let (bystander, mut bystander_heard) = bouncer.connect_listening().await;
+    let (bystander, mut bystander_heard) = connect_listening(&bouncer).await;
     bystander.try_acquire(&k, &owner(T, "y"), "30s").await.unwrap().unwrap();
     assert!(bystander.release(&k, &owner(T, "y")).await.unwrap());
     let got = within(PROMPTLY, "the bystander hears it", bystander_heard.recv()).await;
@@ -513,7 +379,7 @@ async fn another_client_hanging_up_mid_transaction_ends_the_session_bound_leases
     let bouncer = Pgbouncer::start(cluster, T, 1).await;
     let observer = cluster.connect().await;
     let k = key(T, "k");
-    let a = bouncer.connect().await;
+    let a = pooled(&bouncer).await;
     let server_pid = a.backend_pid().await;
     a.acquire(&k, &owner(T, "a"), None, Some("0")).await.unwrap().expect("granted");
     drop(a);
@@ -521,7 +387,7 @@ async fn another_client_hanging_up_mid_transaction_ends_the_session_bound_leases
 
     // An unrelated client opens a transaction on that server session and hangs up in it:
     // pgbouncer cannot reuse the server connection and closes it — ending a's lease.
-    let b = bouncer.connect().await;
+    let b = pooled(&bouncer).await;
     b.client.simple_query("BEGIN; SELECT 1").await.unwrap();
     assert_eq!(b.backend_pid().await, server_pid);
     drop(b);
@@ -541,7 +407,7 @@ async fn a_session_bound_lease_released_through_another_server_connection_frees_
     let k = key(T, "k");
     let (o_a, o_w) = (owner(T, "a"), owner(T, "w"));
     // p keeps one server connection in a transaction; a's acquire runs on the other one.
-    let (p, a) = (bouncer.connect().await, bouncer.connect().await);
+    let (p, a) = (pooled(&bouncer).await, pooled(&bouncer).await);
     p.client.simple_query("BEGIN").await.unwrap();
     let p_pid = p.backend_pid().await;
     let fence = a.acquire(&k, &o_a, None, Some("0")).await.unwrap().expect("granted");
@@ -579,7 +445,7 @@ async fn an_unwatch_on_another_server_connection_leaves_the_watch_in_place() {
     let bouncer = Pgbouncer::start(cluster, T, 2).await;
     let observer = cluster.connect().await;
     let k = key(T, "k");
-    let (watcher, p, q) = (bouncer.connect().await, bouncer.connect().await, bouncer.connect().await);
+    let (watcher, p, q) = (pooled(&bouncer).await, pooled(&bouncer).await, pooled(&bouncer).await);
     // p pins one server connection: the watch is made on the other one.
     p.client.simple_query("BEGIN").await.unwrap();
     let p_pid = p.backend_pid().await;
