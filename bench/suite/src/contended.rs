@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::Statement;
 
 use crate::Result;
-use crate::contenders::{Contender, Servers, TTL, pg_connect};
+use crate::contenders::{Contender, Servers, TTL, pg_connect, redis_take};
 use crate::workloads::{Latency, Point, histogram};
 
 const RELEASE_AND_PUBLISH: &str = r"
@@ -95,18 +95,7 @@ impl Waiter {
             }
             Waiter::Redis(commands, pubsub, release, owner) => {
                 let channel = format!("{key}:released");
-                loop {
-                    let set: Option<String> = redis::cmd("SET")
-                        .arg(key)
-                        .arg(&**owner)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(TTL.as_millis() as u64)
-                        .query_async(commands)
-                        .await?;
-                    if set.is_some() {
-                        break;
-                    }
+                while !redis_take(commands, key, owner).await? {
                     // A release may have come between the SET and now: a bounded wait.
                     let _ =
                         tokio::time::timeout(Duration::from_millis(100), pubsub.on_message().next()).await;

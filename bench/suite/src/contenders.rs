@@ -157,15 +157,7 @@ impl Session {
                 guard.release().await?;
             }
             Session::Redis(connection, owner, release, _) => {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(&**owner)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(TTL.as_millis() as u64)
-                    .query_async(connection)
-                    .await?;
-                if set.is_none() {
+                if !redis_take(connection, key, owner).await? {
                     return Err(format!("{key}: not granted").into());
                 }
                 let _: i64 = release.key(key).arg(&**owner).invoke_async(connection).await?;
@@ -209,6 +201,19 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// `SET key owner NX PX ttl`: whether the key was free and is now `owner`'s.
+pub async fn redis_take(connection: &mut MultiplexedConnection, key: &str, owner: &str) -> Result<bool> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(TTL.as_millis() as u64)
+        .query_async(connection)
+        .await?;
+    Ok(set.is_some())
 }
 
 fn granted(row: &tokio_postgres::Row) -> bool {

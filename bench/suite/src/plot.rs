@@ -74,15 +74,7 @@ pub fn throughput(path: &Path, title: &str, points: &[Point]) -> Result<()> {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart.draw_series(series.into_iter().map(|(x, y)| Circle::new((x, y), 4, c.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish(chart, &root)
 }
 
 /// Latency CDFs (µs, log-scaled x), one line per point.
@@ -115,6 +107,14 @@ pub fn cdf(path: &Path, title: &str, points: &[Point]) -> Result<()> {
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
+    finish(chart, &root)
+}
+
+/// The legend, then the file.
+fn finish<'a, X: Ranged, Y: Ranged>(
+    mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+    root: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+) -> Result<()> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
