@@ -199,6 +199,11 @@ async fn run(args: Args) -> Result<()> {
     )?;
     let at8: Vec<Point> = results.uncontended.iter().filter(|p| p.clients == 8).cloned().collect();
     plot::cdf(&args.out.join("latency-8-clients.png"), "Acquire+release latency, 8 clients", &at8)?;
+    plot::throughput(
+        &args.out.join("contended.png"),
+        "One key, every client waiting: grants/s",
+        &results.contended,
+    )?;
     plot::cdf(
         &args.out.join("latency-live-leases.png"),
         "dlock acquire+release latency by live leases",
