@@ -19,6 +19,7 @@ mod keylock;
 mod lease;
 mod lockwait;
 mod ops;
+mod pending;
 mod queue;
 mod role;
 mod session;

@@ -5,6 +5,7 @@
 //! once the release has committed. So binds and unbinds are *pending* until the transaction
 //! (or subtransaction) that made them ends, and the callbacks below settle them.
 
+use crate::pending::Pending;
 use crate::{handoff, keylock};
 use pgrx::pg_sys;
 use std::cell::RefCell;
@@ -16,28 +17,21 @@ enum Change {
     Unbind,
 }
 
-struct Pending {
+struct Binding {
     fence: i64,
     hash: u64,
     change: Change,
-    subxact: pg_sys::SubTransactionId,
 }
 
-#[derive(Default)]
 struct State {
     /// Committed session-bound leases held by this session: fence → key hash.
     bound: HashMap<i64, u64>,
     /// Changes of the open transaction, in order.
-    pending: Vec<Pending>,
+    pending: Pending<Binding>,
 }
 
 thread_local! {
-    static STATE: RefCell<State> = RefCell::new(State::default());
-}
-
-fn current_subxact() -> pg_sys::SubTransactionId {
-    // SAFETY: called inside a transaction.
-    unsafe { pg_sys::GetCurrentSubTransactionId() }
+    static STATE: RefCell<State> = RefCell::new(State { bound: HashMap::new(), pending: Pending::new() });
 }
 
 /// Binds a just-granted lease of the key with this hash to this session (undone if the
@@ -45,14 +39,12 @@ fn current_subxact() -> pg_sys::SubTransactionId {
 pub fn bind(fence: i64, hash: u64) {
     keylock::bind(fence);
     handoff::wake_on_exit();
-    let subxact = current_subxact();
-    STATE.with(|s| s.borrow_mut().pending.push(Pending { fence, hash, change: Change::Bind, subxact }));
+    STATE.with(|s| s.borrow_mut().pending.push(Binding { fence, hash, change: Change::Bind }));
 }
 
 /// Unbinds a released lease from this session when the transaction commits.
 pub fn unbind_at_commit(fence: i64, hash: u64) {
-    let subxact = current_subxact();
-    STATE.with(|s| s.borrow_mut().pending.push(Pending { fence, hash, change: Change::Unbind, subxact }));
+    STATE.with(|s| s.borrow_mut().pending.push(Binding { fence, hash, change: Change::Unbind }));
 }
 
 /// Key hashes of the session-bound leases this session holds.
@@ -97,7 +89,7 @@ fn has_pending() -> bool {
 fn settle(commit: bool) {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        for p in std::mem::take(&mut s.pending) {
+        for p in s.pending.take() {
             match (p.change, commit) {
                 (Change::Bind, true) => {
                     s.bound.insert(p.fence, p.hash);
@@ -117,15 +109,13 @@ fn settle(commit: bool) {
 fn settle_subxact(commit: bool, sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId) {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        let pending = std::mem::take(&mut s.pending);
-        for mut p in pending {
-            if p.subxact != sub {
-                s.pending.push(p);
-            } else if commit {
-                p.subxact = parent;
-                s.pending.push(p);
-            } else if p.change == Change::Bind {
-                keylock::unbind(p.fence);
+        if commit {
+            s.pending.sub_commit(sub, parent);
+        } else {
+            for p in s.pending.sub_abort(sub) {
+                if p.change == Change::Bind {
+                    keylock::unbind(p.fence);
+                }
             }
         }
     });

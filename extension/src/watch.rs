@@ -12,6 +12,7 @@
 //! key lock, hence after the watch was registered, and notifies.
 
 use crate::keylock::{self, SPACE_WATCH, tag};
+use crate::pending::Pending;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
@@ -42,14 +43,9 @@ enum Change {
     Unwatch,
 }
 
-struct Pending {
-    hash: u64,
-    change: Change,
-    subxact: pg_sys::SubTransactionId,
-}
-
 thread_local! {
-    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+    /// Watch changes of the open transaction: (key hash, change), in order.
+    static PENDING: RefCell<Pending<(u64, Change)>> = const { RefCell::new(Pending::new()) };
 }
 
 fn holds_watch(hash: u64) -> bool {
@@ -58,9 +54,11 @@ fn holds_watch(hash: u64) -> bool {
 }
 
 fn push(hash: u64, change: Change) {
-    // SAFETY: called inside a transaction.
-    let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
-    PENDING.with(|p| p.borrow_mut().push(Pending { hash, change, subxact }));
+    PENDING.with(|p| p.borrow_mut().push((hash, change)));
+}
+
+fn unwatch_pending(hash: u64) -> bool {
+    PENDING.with(|p| p.borrow().iter().any(|&x| x == (hash, Change::Unwatch)))
 }
 
 /// Registers this session as watching the key (idempotent) and LISTENs on its channel, both
@@ -69,12 +67,10 @@ pub fn watch(hash: u64) {
     let channel = c_channel(hash);
     // SAFETY: LISTEN takes effect at commit, like the SQL command.
     unsafe { Async_Listen(channel.as_ptr()) };
-    let cancelled_unwatch = PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        let before = p.len();
-        p.retain(|x| !(x.hash == hash && x.change == Change::Unwatch));
-        p.len() != before
-    });
+    let cancelled_unwatch = unwatch_pending(hash);
+    if cancelled_unwatch {
+        PENDING.with(|p| p.borrow_mut().retain(|&x| x != (hash, Change::Unwatch)));
+    }
     if !cancelled_unwatch && !holds_watch(hash) {
         // The lock at once, so that releases from now on see the watch (see the module docs).
         keylock::acquire(&tag(SPACE_WATCH, hash), pg_sys::ShareLock, true, true);
@@ -84,9 +80,7 @@ pub fn watch(hash: u64) {
 
 /// Ends this session's watch of the key (and its LISTEN) at commit; whether it had one.
 pub fn unwatch(hash: u64) -> bool {
-    let pending_unwatch =
-        PENDING.with(|p| p.borrow().iter().any(|x| x.hash == hash && x.change == Change::Unwatch));
-    if !holds_watch(hash) || pending_unwatch {
+    if !holds_watch(hash) || unwatch_pending(hash) {
         return false;
     }
     let channel = c_channel(hash);
@@ -102,31 +96,26 @@ fn release_watch(hash: u64) {
     }
 }
 
-fn settle(commit: bool, subxact: Option<(pg_sys::SubTransactionId, pg_sys::SubTransactionId)>) {
-    let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    let mut kept = Vec::new();
-    for mut p in pending {
-        match subxact {
-            Some((sub, _)) if p.subxact != sub => kept.push(p),
-            Some((_, parent)) if commit => {
-                p.subxact = parent;
-                kept.push(p);
-            }
-            _ => match (p.change, commit) {
-                (Change::Unwatch, true) | (Change::Watch, false) => release_watch(p.hash),
-                _ => {}
-            },
+/// Applies ended changes: an unwatch that committed lets the lock go, and so does a watch
+/// that rolled back.
+fn settle(changes: Vec<(u64, Change)>, commit: bool) {
+    for (hash, change) in changes {
+        if (change == Change::Unwatch) == commit {
+            release_watch(hash);
         }
     }
-    PENDING.with(|p| *p.borrow_mut() = kept);
 }
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     use pg_sys::XactEvent::*;
     match event {
-        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => settle(true, None),
-        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => settle(false, None),
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+            settle(PENDING.with(|p| p.borrow_mut().take()), true)
+        }
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            settle(PENDING.with(|p| p.borrow_mut().take()), false)
+        }
         _ => {}
     }
 }
@@ -140,8 +129,8 @@ unsafe extern "C-unwind" fn on_subxact(
 ) {
     use pg_sys::SubXactEvent::*;
     match event {
-        SUBXACT_EVENT_COMMIT_SUB => settle(true, Some((sub, parent))),
-        SUBXACT_EVENT_ABORT_SUB => settle(false, Some((sub, parent))),
+        SUBXACT_EVENT_COMMIT_SUB => PENDING.with(|p| p.borrow_mut().sub_commit(sub, parent)),
+        SUBXACT_EVENT_ABORT_SUB => settle(PENDING.with(|p| p.borrow_mut().sub_abort(sub)), false),
         _ => {}
     }
 }
