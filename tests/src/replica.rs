@@ -93,7 +93,9 @@ impl Standby {
         run(
             as_owner(&pg_bin("pg_ctl"))
                 .arg("-D")
-                .arg(self.dir.join("data"))
+                // The real directory: a clone under a private (0700) directory keeps its clusters
+                // in /tmp behind a symlink that the `postgres` user cannot reach through.
+                .arg(fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone()).join("data"))
                 .args(["-w", "-t", "60", "promote"]),
             "pg_ctl promote",
         );
@@ -257,7 +259,8 @@ fn is_root() -> bool {
 fn as_owner(program: &Path) -> Command {
     if is_root() {
         let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
+        // From a directory `postgres` can enter (the clone may sit under a private one).
+        command.args(["-u", "postgres", "--"]).arg(program).current_dir("/");
         command
     } else {
         Command::new(program)
