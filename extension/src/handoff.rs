@@ -14,19 +14,27 @@ use crate::current::now;
 use crate::lease;
 use crate::spi::Spi;
 use crate::store;
-use crate::{queue, session, waitslot, watch};
+use crate::{interrupt, queue, session, waitslot, watch};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
 thread_local! {
     /// Key hashes freed by the open transaction.
     static FREED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Key hashes force-released by the open transaction.
+    static FORCED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
     static EXIT_HOOK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Notes that the open transaction freed (or shortened) the lease of the key with this hash.
 pub fn wake_at_commit(hash: u64) {
     FREED.with(|f| f.borrow_mut().push(hash));
+}
+
+/// Notes a force release: its key's head may wait on the old holder's binding, which stays
+/// in place, so at commit the head is poked as well as woken.
+pub fn poke_at_commit(hash: u64) {
+    FORCED.with(|f| f.borrow_mut().push(hash));
 }
 
 #[pgrx::pg_guard]
@@ -48,11 +56,17 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             for hash in FREED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
                 queue::wake_head(hash);
             }
+            for hash in FORCED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
+                queue::poke_head(hash);
+            }
+            interrupt::reset();
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE => {
             waitslot::settle(false);
             // A wait that ended in an error leaves nothing behind in its slot.
             waitslot::abandon();
+            interrupt::reset();
+            FORCED.with(|f| f.borrow_mut().clear());
             FREED.with(|f| f.borrow_mut().clear())
         }
         _ => {}
@@ -68,7 +82,7 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64) {
         return;
     }
     let Some(index) = queue::head(hash).map(|p| waitslot::index_of(p)) else { return };
-    let Some((request, seq)) = waitslot::request_for(index, key, hash) else { return };
+    let Some((request, ticket)) = waitslot::request_for(index, key, hash) else { return };
     let now = now();
     let fence = store::grant(
         spi,
@@ -81,7 +95,7 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64) {
             holder_pid: request.pid,
         },
     );
-    waitslot::offer(index, seq, fence);
+    waitslot::offer(ticket, fence);
 }
 
 /// Registers the commit callback; called once from `_PG_init`.

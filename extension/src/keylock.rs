@@ -135,10 +135,16 @@ pub fn binding_held(fence: i64) -> bool {
 /// Waits until the session bound to `fence` lets the binding go (releases the lease or ends),
 /// no later than `deadline`; whether it did. While it waits, the lock manager knows whom it
 /// waits for, so a cycle of sessions waiting for each other's session-bound leases is found by
-/// PostgreSQL's deadlock detector (ERROR 40P01 after `deadlock_timeout`).
+/// PostgreSQL's deadlock detector (ERROR 40P01 after `deadlock_timeout`). A force release,
+/// which leaves the binding in place, pokes the waiter out early (`false`).
 pub fn await_unbind(fence: i64, deadline: Option<crate::lease::Timestamp>) -> bool {
     let binding = tag(SPACE_BINDING, fence as u64);
-    let got = crate::lockwait::acquire_until(&binding, pg_sys::ShareLock, deadline);
+    let got = crate::lockwait::acquire_until_poked(
+        &binding,
+        pg_sys::ShareLock,
+        deadline,
+        crate::lockwait::Poke::Ends,
+    );
     if got {
         release(&binding, pg_sys::ShareLock, false);
     }

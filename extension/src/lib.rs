@@ -15,6 +15,7 @@ mod durability;
 mod error;
 mod guc;
 mod handoff;
+mod interrupt;
 mod keylock;
 mod lease;
 mod lockwait;
@@ -43,6 +44,7 @@ pub extern "C-unwind" fn _PG_init() {
     handoff::register_callbacks();
     watch::register_callbacks();
     waitslot::request_at_preload();
+    interrupt::install();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -4,9 +4,12 @@
 //! timeout error is caught and rolled back (as a PL/pgSQL exception block would) — this path
 //! costs a subtransaction, but only for a caller that actually has to wait with a deadline.
 //! Unbounded waits run with `lock_timeout` off, so a session's own `lock_timeout` cannot cut a
-//! `wait => NULL` short; cancel and `statement_timeout` end every wait as usual.
+//! `wait => NULL` short; cancel and `statement_timeout` end every wait as usual. While waiting,
+//! the client socket signals a hang-up (`interrupt.rs`), and a pokeable wait also ends early
+//! when poked.
 
 use crate::current::now;
+use crate::interrupt;
 use crate::keylock;
 use crate::lease::Timestamp;
 use pgrx::pg_sys;
@@ -31,8 +34,9 @@ unsafe fn set_guc(name: &std::ffi::CStr, value: &str) {
     }
 }
 
-/// While queued in the lock manager a backend does not watch its client socket; checking it
-/// every second (unless the session checks more often) ends a hung-up waiter's place in line.
+/// While queued in the lock manager a backend does not watch its client socket. Its hang-up
+/// arrives as a signal (`interrupt::arm_socket`); PostgreSQL acts on that only while
+/// `client_connection_check_interval` is on, and its timer, every second, is the backstop.
 const CLIENT_CHECK_MS: i32 = 1000;
 
 // utils/timeout.h, which pgrx does not bind.
@@ -46,6 +50,7 @@ unsafe extern "C-unwind" {
 /// `client_connection_check_interval` alone is not enough mid-statement: PostgreSQL arms its
 /// timer when a command starts, so arm it here; it re-arms itself while the setting is on.
 unsafe fn watch_client() {
+    crate::interrupt::arm_socket();
     // SAFETY: caller opened a GUC nest level; the timeout module is initialised in backends.
     unsafe {
         if pg_sys::client_connection_check_interval == 0 && !pg_sys::MyProcPort.is_null() {
@@ -57,9 +62,27 @@ unsafe fn watch_client() {
     }
 }
 
+/// Whether a poke (`interrupt::poke`) may end the wait early, as if its deadline had come.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Poke {
+    Ends,
+    Ignored,
+}
+
 /// Takes `tag` in `mode` for this transaction, waiting no later than `deadline` (`None`: no
 /// limit). Whether it got the lock.
 pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestamp>) -> bool {
+    acquire_until_poked(tag, mode, deadline, Poke::Ignored)
+}
+
+/// `acquire_until`, ended early by a poke if `poke` says so (then `false`). A pokeable wait
+/// needs a deadline.
+pub fn acquire_until_poked(
+    tag: &pg_sys::LOCKTAG,
+    mode: u32,
+    deadline: Option<Timestamp>,
+    poke: Poke,
+) -> bool {
     if keylock::acquire(tag, mode, false, false) {
         return true;
     }
@@ -70,12 +93,16 @@ pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestam
             set_guc(c"lock_timeout", "0");
             watch_client();
             keylock::acquire(tag, mode, false, true);
+            interrupt::disarm_socket();
             pg_sys::AtEOXact_GUC(true, level);
         }
         return true;
     };
     let left_ms = (deadline - now() + 999) / 1000;
     if left_ms <= 0 {
+        return false;
+    }
+    if poke == Poke::Ends && !interrupt::open_pokeable() {
         return false;
     }
     // SAFETY: the subtransaction protocol of PL/pgSQL exception blocks: save the memory context
@@ -88,22 +115,31 @@ pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestam
         let level = pg_sys::NewGUCNestLevel();
         set_guc(c"lock_timeout", &left_ms.min(i64::from(i32::MAX)).to_string());
         watch_client();
-        let got = PgTryBuilder::new(|| {
-            keylock::acquire(tag, mode, false, true);
-            true
-        })
-        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
-        .catch_others(|error| {
-            // Any other error (cancel, statement_timeout, deadlock): end the subtransaction
-            // first, as PL/pgSQL does, so the error aborts the caller's transaction cleanly.
+        // Any other error (cancel, statement_timeout, deadlock): end the subtransaction first,
+        // as PL/pgSQL does, so the error aborts the caller's transaction cleanly.
+        let fail = |error: pgrx::pg_sys::panic::CaughtError| -> bool {
+            interrupt::close_pokeable();
+            interrupt::disarm_socket();
             pg_sys::FlushErrorState();
             pg_sys::MemoryContextSwitchTo(context);
             pg_sys::RollbackAndReleaseCurrentSubTransaction();
             pg_sys::MemoryContextSwitchTo(context);
             pg_sys::CurrentResourceOwner = owner;
             error.rethrow()
+        };
+        let got = PgTryBuilder::new(|| {
+            keylock::acquire(tag, mode, false, true);
+            true
         })
+        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| false)
+        // A poke arrives as a cancel; a genuine one goes on.
+        .catch_when(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, |error| {
+            if interrupt::close_pokeable() { false } else { fail(error) }
+        })
+        .catch_others(fail)
         .execute();
+        interrupt::close_pokeable();
+        interrupt::disarm_socket();
         if got {
             pg_sys::AtEOXact_GUC(true, level);
             pg_sys::ReleaseCurrentSubTransaction();

@@ -219,6 +219,7 @@ pub fn force_release(key: &str) -> Result<bool, DlockError> {
                 );
                 let eligible = durability::release_eligible();
                 free(spi, key, Some(l.fence));
+                handoff::poke_at_commit(hash);
                 durability::released_if(eligible);
                 handoff::hand_over(spi, key, hash);
                 Ok(true)

@@ -58,3 +58,11 @@ pub fn wake_head(hash: u64) {
         unsafe { pg_sys::SetLatch(&mut proc.procLatch) };
     }
 }
+
+/// Pokes the head of the key's queue, if any (`interrupt::poke`): it holds our queue lock, so
+/// it is a dlock backend with the handler installed.
+pub fn poke_head(hash: u64) {
+    if let Some(proc) = head(hash) {
+        crate::interrupt::poke(proc.pid);
+    }
+}

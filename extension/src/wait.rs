@@ -13,6 +13,7 @@
 use crate::args::Micros;
 use crate::current::now;
 use crate::error::DlockError;
+use crate::interrupt;
 use crate::keylock;
 use crate::lease::{Blocker, Caller, Timestamp};
 use crate::ops;
@@ -22,8 +23,9 @@ use crate::waitslot;
 use pgrx::pg_sys;
 
 /// How much longer than `deadlock_timeout` a head waits on a session-bound holder in one go:
-/// enough for PostgreSQL's deadlock check (run at `deadlock_timeout`) to come first, short so a
-/// force release, which leaves the holder's binding in place, is noticed soon after.
+/// enough for PostgreSQL's deadlock check (run at `deadlock_timeout`) to come first. A force
+/// release, which leaves the holder's binding in place, pokes the head out of the wait at once;
+/// the slice ending is the backstop.
 const SLICE_MARGIN_US: i64 = 100_000;
 
 /// Acquires `key`, waiting up to `wait` (`None`: without limit). `None` when not granted.
@@ -51,6 +53,8 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         // Never hand a lease to a client that hung up while it waited: it would sit unused
         // until its TTL ran out.
         ensure_client_connected();
+        // A poke from here on ends the wait on a session-bound holder below (force release).
+        interrupt::clear_poke();
         if !keylock::lock_key_until(hash, deadline) {
             break None;
         }
@@ -76,8 +80,7 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
                 None => DlockError::SelfDeadlock.raise("dlock_acquire"),
             },
             // Wait in the lock manager for the holder's session (deadlock-checked), in slices a
-            // little longer than deadlock_timeout: a force release leaves the binding in place,
-            // so a slice ending is what notices it.
+            // little longer than deadlock_timeout, until a force release pokes us.
             Blocker::Session(fence) => {
                 // SAFETY: reads a setting.
                 let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + SLICE_MARGIN_US;

@@ -1,24 +1,30 @@
-//! The wait table in shared memory (only with `shared_preload_libraries = 'dlock'`): one slot per
-//! backend, where the head of a key's queue publishes what it asks for (key, owner, role, ttl).
-//! Whoever frees that key can then grant it to the head **in its own transaction** (a direct
-//! hand-off): the head wakes to a lease that is already committed and durable, and returns
-//! without a WAL flush of its own.
+//! The wait table in shared memory (only with `shared_preload_libraries = 'dlock'`): slots where
+//! the head of a key's queue publishes what it asks for (key, owner, role, ttl). Whoever frees
+//! that key can then grant it to the head **in its own transaction** (a direct hand-off): the
+//! head wakes to a lease that is already committed and durable, and returns without a WAL flush
+//! of its own.
+//!
+//! `dlock.wait_slots` sizes the table (default: one slot per backend, so it never runs out). A
+//! head takes a slot from a free list and finds none only when the DBA made the table smaller
+//! than the number of keys waited on at once; it then grants itself when woken, as without
+//! preload. Releasers find a head's slot through its proc number (`by_proc`).
 //!
 //! Slot states: `IDLE` → `WAITING` (the head published) → `OFFERED` (a releaser wrote the grant
 //! in its open transaction) → `GRANTED` at the releaser's commit, or back to `WAITING` at its
 //! abort. Offers are only made under the key lock, which the releaser holds until its
 //! transaction has ended, so a head that holds the key lock never sees `OFFERED`. A sequence
 //! number per publication keeps a late commit from touching a slot that was published again.
-//!
-//! Without preload there is no table and the head grants itself after being woken.
 
 use pgrx::pg_sys;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 
 const KEY_MAX: usize = 1024;
 const OWNER_MAX: usize = 256;
 const TRANCHE: &CStr = c"dlock";
+/// No slot (in `by_proc`).
+const NONE: i32 = -1;
 
 const IDLE: u32 = 0;
 const WAITING: u32 = 1;
@@ -42,8 +48,19 @@ struct Slot {
     owner: [u8; OWNER_MAX],
 }
 
+/// The shared part: a header, then `procs` slot numbers (by proc number), `len` free-list
+/// entries and `len` slots.
+#[repr(C)]
+struct Header {
+    free_count: u32,
+}
+
 struct Table {
     lock: *mut pg_sys::LWLock,
+    header: *mut Header,
+    by_proc: *mut i32,
+    procs: usize,
+    free: *mut u32,
     slots: *mut Slot,
     len: usize,
 }
@@ -52,9 +69,28 @@ static mut TABLE: Option<Table> = None;
 static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
-fn slot_count() -> usize {
-    // SAFETY: set by the postmaster before shared memory is sized.
+/// `dlock.wait_slots`: -1 means one per backend.
+static WAIT_SLOTS: GucSetting<i32> = GucSetting::<i32>::new(-1);
+
+fn proc_count() -> usize {
+    // SAFETY: set by the postmaster before shared memory is sized. Backends and background
+    // workers, the only processes that run SQL, have proc numbers below it.
     unsafe { pg_sys::MaxBackends.max(1) as usize }
+}
+
+fn slot_count() -> usize {
+    match WAIT_SLOTS.get() {
+        n if n < 0 => proc_count(),
+        n => (n as usize).min(proc_count()),
+    }
+}
+
+fn layout(procs: usize, len: usize) -> (usize, usize, usize, usize) {
+    let align = |n: usize| n.div_ceil(8) * 8;
+    let by_proc = align(std::mem::size_of::<Header>());
+    let free = align(by_proc + procs * std::mem::size_of::<i32>());
+    let slots = align(free + len * std::mem::size_of::<u32>());
+    (by_proc, free, slots, slots + len * std::mem::size_of::<Slot>())
 }
 
 #[pgrx::pg_guard]
@@ -64,7 +100,7 @@ unsafe extern "C-unwind" fn request() {
         if let Some(prev) = PREV_REQUEST {
             prev();
         }
-        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Slot>() * slot_count());
+        pg_sys::RequestAddinShmemSpace(layout(proc_count(), slot_count()).3);
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
     }
 }
@@ -76,28 +112,54 @@ unsafe extern "C-unwind" fn startup() {
         if let Some(prev) = PREV_STARTUP {
             prev();
         }
-        let len = slot_count();
+        let (procs, len) = (proc_count(), slot_count());
+        let (by_proc, free, slots, size) = layout(procs, len);
         let mut found = false;
-        let slots = pg_sys::ShmemInitStruct(
-            c"dlock wait table".as_ptr(),
-            std::mem::size_of::<Slot>() * len,
-            &mut found,
-        ) as *mut Slot;
+        let base = pg_sys::ShmemInitStruct(c"dlock wait table".as_ptr(), size, &mut found) as *mut u8;
+        let table = Table {
+            lock: &mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock as *mut pg_sys::LWLock,
+            header: base as *mut Header,
+            by_proc: base.add(by_proc) as *mut i32,
+            procs,
+            free: base.add(free) as *mut u32,
+            slots: base.add(slots) as *mut Slot,
+            len,
+        };
         if !found {
-            std::ptr::write_bytes(slots, 0, len);
+            std::ptr::write_bytes(base, 0, size);
+            (*table.header).free_count = len as u32;
+            for i in 0..procs {
+                *table.by_proc.add(i) = NONE;
+            }
+            for i in 0..len {
+                // Popped from the end: slot 0 first.
+                *table.free.add(i) = (len - 1 - i) as u32;
+            }
         }
-        let lock = &mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock as *mut pg_sys::LWLock;
-        TABLE = Some(Table { lock, slots, len });
+        TABLE = Some(table);
     }
 }
 
-/// Asks for the table; from `_PG_init`, and only while preloading.
+/// Defines `dlock.wait_slots` and asks for the table; from `_PG_init`, and only while
+/// preloading (a server-start setting can only be defined then).
 pub fn request_at_preload() {
     // SAFETY: hooks chained once, in the postmaster.
     unsafe {
         if !pg_sys::process_shared_preload_libraries_in_progress {
             return;
         }
+        GucRegistry::define_int_guc(
+            c"dlock.wait_slots",
+            c"Slots of the wait table for direct hand-off (-1: one per backend).",
+            c"Each key that has waiters uses one slot for its queue's head. A head that finds the \
+              table full is still served, but grants itself when woken (one more WAL flush), as \
+              without shared_preload_libraries. Each slot takes about 1.3 kB of shared memory.",
+            &WAIT_SLOTS,
+            -1,
+            i32::MAX,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
         PREV_REQUEST = pg_sys::shmem_request_hook;
         pg_sys::shmem_request_hook = Some(request);
         PREV_STARTUP = pg_sys::shmem_startup_hook;
@@ -115,23 +177,73 @@ fn table() -> Option<&'static Table> {
     unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
 }
 
-/// Runs `f` on slot `index` under the table's lock (never across anything that can fail).
-fn with_slot<R>(index: usize, f: impl FnOnce(&mut Slot) -> R) -> Option<R> {
+/// Runs `f` on the table under its lock (never across anything that can fail).
+fn with_table<R>(f: impl FnOnce(&Table) -> R) -> Option<R> {
     let table = table()?;
-    if index >= table.len {
-        return None;
-    }
-    // SAFETY: the slot lies in the table; the LWLock serialises every access; `f` is plain
-    // field work that cannot error out while the lock is held.
+    // SAFETY: the LWLock serialises every access; `f` is plain field work that cannot error
+    // out while the lock is held.
     unsafe {
         pg_sys::LWLockAcquire(table.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let result = f(&mut *table.slots.add(index));
+        let result = f(table);
         pg_sys::LWLockRelease(table.lock);
         Some(result)
     }
 }
 
-fn my_index() -> usize {
+impl Table {
+    /// The slot proc number `proc` has, if any.
+    fn slot_of(&self, proc: usize) -> Option<usize> {
+        // SAFETY: `proc` checked against the array's length; caller holds the lock.
+        (proc < self.procs)
+            .then(|| unsafe { *self.by_proc.add(proc) })
+            .filter(|&i| i != NONE)
+            .map(|i| i as usize)
+    }
+
+    /// Slot `index` (caller holds the lock).
+    #[allow(clippy::mut_from_ref)]
+    fn slot(&self, index: usize) -> &mut Slot {
+        debug_assert!(index < self.len);
+        // SAFETY: slot indices come from the free list or `by_proc`, all below `len`.
+        unsafe { &mut *self.slots.add(index) }
+    }
+
+    /// Our slot, taking one from the free list if we have none; `None` if the table is full.
+    fn take_slot(&self, proc: usize) -> Option<usize> {
+        if proc >= self.procs {
+            return None;
+        }
+        if let Some(index) = self.slot_of(proc) {
+            return Some(index);
+        }
+        // SAFETY: caller holds the lock; the free list holds `free_count` slot numbers.
+        unsafe {
+            let header = &mut *self.header;
+            if header.free_count == 0 {
+                return None;
+            }
+            header.free_count -= 1;
+            let index = *self.free.add(header.free_count as usize) as usize;
+            *self.by_proc.add(proc) = index as i32;
+            Some(index)
+        }
+    }
+
+    /// Gives our slot back to the free list.
+    fn put_slot(&self, proc: usize) {
+        if let Some(index) = self.slot_of(proc) {
+            // SAFETY: caller holds the lock; a slot is either in `by_proc` or free, never both.
+            unsafe {
+                let header = &mut *self.header;
+                *self.free.add(header.free_count as usize) = index as u32;
+                header.free_count += 1;
+                *self.by_proc.add(proc) = NONE;
+            }
+        }
+    }
+}
+
+fn my_proc() -> usize {
     // SAFETY: MyProc is set for every backend that runs SQL.
     unsafe { (*pg_sys::MyProc).pgprocno as usize }
 }
@@ -144,14 +256,17 @@ pub struct Request {
     pub pid: i32,
 }
 
-/// The head publishes its request (a TTL lease of `key` for `owner`). False without a table.
+/// The head publishes its request (a TTL lease of `key` for `owner`). False without a table or
+/// a free slot.
 pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64) -> bool {
     if key.len() > KEY_MAX || owner.len() > OWNER_MAX {
         return false;
     }
     // SAFETY: set at backend start.
     let pid = unsafe { pg_sys::MyProcPid };
-    with_slot(my_index(), |s| {
+    let published = with_table(|t| {
+        let Some(index) = t.take_slot(my_proc()) else { return false };
+        let s = t.slot(index);
         s.seq = s.seq.wrapping_add(1);
         s.state = WAITING;
         s.pid = pid;
@@ -164,9 +279,11 @@ pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64) -> boo
         s.owner_len = owner.len() as u16;
         s.key[..key.len()].copy_from_slice(key.as_bytes());
         s.owner[..owner.len()].copy_from_slice(owner.as_bytes());
+        true
     })
-    .inspect(|()| PUBLISHED.with(|p| p.set(true)))
-    .is_some()
+    .unwrap_or(false);
+    PUBLISHED.with(|p| p.set(published));
+    published
 }
 
 /// What the head finds in its slot.
@@ -208,10 +325,14 @@ impl Handed {
 
 /// The head reads its slot.
 pub fn answer() -> Answer {
-    with_slot(my_index(), |s| match s.state {
-        GRANTED => Answer::Granted(Handed { fence: s.fence, commit_lsn: s.commit_lsn }),
-        OFFERED => Answer::Offered,
-        _ => Answer::Waiting,
+    with_table(|t| {
+        let Some(index) = t.slot_of(my_proc()) else { return Answer::Waiting };
+        let s = t.slot(index);
+        match s.state {
+            GRANTED => Answer::Granted(Handed { fence: s.fence, commit_lsn: s.commit_lsn }),
+            OFFERED => Answer::Offered,
+            _ => Answer::Waiting,
+        }
     })
     .unwrap_or(Answer::Waiting)
 }
@@ -223,11 +344,19 @@ pub struct InFlight;
 /// The head withdraws its request: `Ok(Some(handed))` if a releaser's grant had already
 /// committed (the head takes it rather than losing it), `Err(InFlight)` while one is in flight.
 pub fn withdraw() -> Result<Option<Handed>, InFlight> {
-    let outcome = with_slot(my_index(), |s| match s.state {
-        OFFERED => Err(InFlight),
-        state => {
-            s.state = IDLE;
-            Ok((state == GRANTED).then_some(Handed { fence: s.fence, commit_lsn: s.commit_lsn }))
+    let outcome = with_table(|t| {
+        let proc = my_proc();
+        let Some(index) = t.slot_of(proc) else { return Ok(None) };
+        let s = t.slot(index);
+        match s.state {
+            OFFERED => Err(InFlight),
+            state => {
+                s.state = IDLE;
+                let handed =
+                    (state == GRANTED).then_some(Handed { fence: s.fence, commit_lsn: s.commit_lsn });
+                t.put_slot(proc);
+                Ok(handed)
+            }
         }
     })
     .unwrap_or(Ok(None));
@@ -241,26 +370,41 @@ pub fn withdraw() -> Result<Option<Handed>, InFlight> {
 /// An offer in flight at this very moment still commits; that lease then runs out by its ttl.
 pub fn abandon() {
     if PUBLISHED.with(|p| p.replace(false)) {
-        with_slot(my_index(), |s| s.state = IDLE);
+        with_table(|t| {
+            let proc = my_proc();
+            if let Some(index) = t.slot_of(proc) {
+                t.slot(index).state = IDLE;
+                t.put_slot(proc);
+            }
+        });
     }
 }
 
-/// A releaser holding the key lock: the request of the head in slot `index`, if it waits for
-/// exactly this key; marks nothing yet.
-pub fn request_for(index: usize, key: &str, hash: u64) -> Option<(Request, u64)> {
-    with_slot(index, |s| {
+/// A publication a releaser may grant: the slot and its sequence number.
+#[derive(Clone, Copy)]
+pub struct Ticket {
+    slot: usize,
+    seq: u64,
+}
+
+/// A releaser holding the key lock: the request of the head with proc number `proc`, if it
+/// waits for exactly this key; marks nothing yet.
+pub fn request_for(proc: usize, key: &str, hash: u64) -> Option<(Request, Ticket)> {
+    with_table(|t| {
+        let slot = t.slot_of(proc)?;
+        let s = t.slot(slot);
         let same = s.state == WAITING && s.hash == hash && &s.key[..s.key_len as usize] == key.as_bytes();
         same.then(|| {
             let owner = String::from_utf8_lossy(&s.owner[..s.owner_len as usize]).into_owned();
-            (Request { owner, role: s.role, ttl_us: s.ttl_us, pid: s.pid }, s.seq)
+            (Request { owner, role: s.role, ttl_us: s.ttl_us, pid: s.pid }, Ticket { slot, seq: s.seq })
         })
     })
     .flatten()
 }
 
 thread_local! {
-    /// Offers in flight in this transaction: (slot, publication, fence).
-    static OFFERS: RefCell<Vec<(usize, u64, i64)>> = const { RefCell::new(Vec::new()) };
+    /// Offers in flight in this transaction.
+    static OFFERS: RefCell<Vec<(Ticket, i64)>> = const { RefCell::new(Vec::new()) };
     /// Whether this backend's slot holds a request of its own.
     static PUBLISHED: Cell<bool> = const { Cell::new(false) };
 }
@@ -270,10 +414,11 @@ pub fn has_offers() -> bool {
     OFFERS.with(|o| !o.borrow().is_empty())
 }
 
-/// The releaser wrote the grant for the head in slot `index` (publication `seq`).
-pub fn offer(index: usize, seq: u64, fence: i64) {
-    let marked = with_slot(index, |s| {
-        let current = s.seq == seq && s.state == WAITING;
+/// The releaser wrote the grant for the head holding `ticket`.
+pub fn offer(ticket: Ticket, fence: i64) {
+    let marked = with_table(|t| {
+        let s = t.slot(ticket.slot);
+        let current = s.seq == ticket.seq && s.state == WAITING;
         if current {
             s.state = OFFERED;
             s.fence = fence;
@@ -281,7 +426,7 @@ pub fn offer(index: usize, seq: u64, fence: i64) {
         current
     });
     if marked == Some(true) {
-        OFFERS.with(|o| o.borrow_mut().push((index, seq, fence)));
+        OFFERS.with(|o| o.borrow_mut().push((ticket, fence)));
     }
 }
 
@@ -289,9 +434,10 @@ pub fn offer(index: usize, seq: u64, fence: i64) {
 pub fn settle(commit: bool) {
     // SAFETY: set by RecordTransactionCommit, before the commit callbacks run.
     let commit_lsn = unsafe { pg_sys::XactLastCommitEnd };
-    for (index, seq, fence) in OFFERS.with(|o| std::mem::take(&mut *o.borrow_mut())) {
-        with_slot(index, |s| {
-            if s.seq == seq && s.state == OFFERED && s.fence == fence {
+    for (ticket, fence) in OFFERS.with(|o| std::mem::take(&mut *o.borrow_mut())) {
+        with_table(|t| {
+            let s = t.slot(ticket.slot);
+            if s.seq == ticket.seq && s.state == OFFERED && s.fence == fence {
                 s.state = if commit { GRANTED } else { WAITING };
                 s.commit_lsn = commit_lsn;
             }
@@ -299,7 +445,7 @@ pub fn settle(commit: bool) {
     }
 }
 
-/// The slot of a PGPROC.
+/// The proc number of a PGPROC, by which its slot is found.
 pub fn index_of(proc: &pg_sys::PGPROC) -> usize {
     proc.pgprocno as usize
 }

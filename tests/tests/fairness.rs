@@ -59,6 +59,7 @@ on_both_clusters!(
     no_waiter_wakes_before_the_release_commits,
     handoff_on_force_release_of_a_session_bound_lease,
     handoff_on_force_release_of_a_ttl_lease,
+    a_head_on_a_session_bound_holder_ends_only_for_the_right_signals,
     handoff_on_termination_of_a_session_bound_holder,
     handoff_on_expiry_comes_right_after_the_old_expires_at,
     a_shortened_renew_wakes_the_head,
@@ -521,8 +522,56 @@ async fn handoff_on_force_release_of_a_session_bound_lease(cluster: &Cluster) {
     let q = hold_and_queue(cluster, T, None).await;
     let forced_at = Instant::now();
     assert!(q.admin.force_release(&q.key).await.unwrap());
-    granted_promptly(q.waiter, q.held, forced_at, "waiter after force release (session-bound)").await;
+    // The head waits in the lock manager on the old holder's binding, which stays in place: the
+    // force release pokes it out, well before its wait slice (deadlock_timeout + 0.1 s) ends.
+    let attempt = finish(q.waiter, LIMIT, "waiter after force release (session-bound)").await;
+    let granted = attempt.result.unwrap().expect("waiter after force release (session-bound): granted");
+    assert!(granted > q.held, "fence {granted} after {}", q.held);
+    let lag = attempt.finished_at.duration_since(forced_at);
+    assert!(lag < Duration::from_millis(500), "granted {lag:?} after the force release");
     assert!(!q.holder.release(&q.key, &owner(T, "holder")).await.unwrap(), "the old holder lost it");
+}
+
+/// A head waiting in the lock manager on a session-bound holder can be poked out by a force
+/// release (SIGIO). A stray SIGIO (one that is not a force release) neither ends nor spoils its
+/// wait, and a genuine cancel still cancels it.
+async fn a_head_on_a_session_bound_holder_ends_only_for_the_right_signals(cluster: &Cluster) {
+    const T: &str = "a_head_on_a_session_bound_holder_ends_only_for_the_right_signals";
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let k = key(T, "k");
+    let o = owner(T, "holder");
+    let held = holder.acquire(&k, &o, None, Some("0")).await.unwrap().unwrap();
+
+    let head = cluster.connect().await;
+    let (head_pid, cancel) = (head.pid(), head.cancel_token());
+    let waiter = head.spawn_acquire(&k, &owner(T, "head"), Some("30s"), Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let sent = std::process::Command::new("kill").args(["-IO", &head_pid.to_string()]).status().unwrap();
+        assert!(sent.success(), "kill -IO {head_pid}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "stray SIGIOs did not end the wait");
+    assert_eq!(observer.waiters(&k).await.unwrap(), 1, "the head still waits");
+    let released_at = Instant::now();
+    assert!(holder.release(&k, &o).await.unwrap());
+    granted_promptly(waiter, held, released_at, "head after the stray SIGIOs").await;
+
+    // A genuine cancel of the same kind of wait is not taken for a poke.
+    let k2 = key(T, "k2");
+    holder.acquire(&k2, &o, None, Some("0")).await.unwrap().unwrap();
+    let head = cluster.connect().await;
+    let cancel2 = head.cancel_token();
+    let waiter = head.spawn_acquire(&k2, &owner(T, "head"), Some("30s"), Some("20s"));
+    wait_for_waiters(&observer, &k2, 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cancel2.cancel_query(NoTls).await.unwrap();
+    let attempt = finish(waiter, LIMIT, "cancelled head").await;
+    expect_sqlstate(attempt.result, &SqlState::QUERY_CANCELED, "cancelled head");
+    attempt.session.query_one("SELECT 1", &[]).await.expect("the cancelled session is usable");
+    assert_eq!(observer.waiters(&k2).await.unwrap(), 0);
+    drop(cancel);
 }
 
 async fn handoff_on_force_release_of_a_ttl_lease(cluster: &Cluster) {

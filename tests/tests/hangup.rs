@@ -1,6 +1,6 @@
 //! A waiter whose client hangs up leaves at once and is never handed a lease it cannot use: a
 //! head checks its client's socket before every grant, and sleeps with the socket's close as
-//! one of its wake events.
+//! one of its wake events; a waiter queued in the lock manager hears of it by a signal.
 
 use std::time::Duration;
 
@@ -66,9 +66,15 @@ async fn a_queued_waiter_whose_client_hung_up_leaves_the_queue() {
     wait_for_waiters(&observer, &k, 1).await;
     let (_, queued) = waiting_client(cluster, &k, &owner(T, "queued")).await;
     wait_for_waiters(&observer, &k, 2).await;
+    let hung_up_at = std::time::Instant::now();
     queued.abort();
-    // A queued waiter notices within client_connection_check_interval (1 s while queued).
-    wait_for_waiters(&observer, &k, 1).await;
+    // The hang-up reaches a waiter queued in the lock manager as a signal, well before the
+    // once-a-second connection check that backs it up.
+    eventually(Duration::from_millis(500), "the queued waiter leaves at once", || async {
+        observer.waiters(&k).await.unwrap() == 1
+    })
+    .await;
+    eprintln!("queued waiter left {:?} after its client hung up", hung_up_at.elapsed());
 
     assert!(holder.release(&k, &o).await.unwrap());
     let granted =
