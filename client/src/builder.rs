@@ -20,6 +20,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(9_000_000_000_000);
 /// Longest key and owner the server accepts, in bytes (the contract's limits).
 const MAX_KEY_BYTES: usize = 1024;
 const MAX_OWNER_BYTES: usize = 256;
+/// The same for fast-mode leases (fixed-size entries in the server's shared memory).
+const MAX_FAST_KEY_BYTES: usize = 256;
+const MAX_FAST_OWNER_BYTES: usize = 128;
 
 /// How long an acquire may wait for the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +49,7 @@ pub struct LockBuilder {
     watchdog: bool,
     renew_every: Option<Duration>,
     server_queue: bool,
+    fast: bool,
 }
 
 impl LockBuilder {
@@ -58,6 +62,7 @@ impl LockBuilder {
             watchdog: true,
             renew_every: None,
             server_queue: false,
+            fast: false,
         }
     }
 
@@ -96,6 +101,19 @@ impl LockBuilder {
     /// [`Client::from_pool`], which have no listener.
     pub fn server_queue(mut self) -> Self {
         self.server_queue = true;
+        self
+    }
+
+    /// A fast-mode lease (`dlock_fast_acquire`; the server must preload dlock): kept in the
+    /// server's shared memory with no WAL, for Redis-like speed and durability. Mutual
+    /// exclusion holds while the server runs; after a restart or crash the server grants no
+    /// fast key for `dlock.fast_max_ttl` (so leases from before have run out), and fences keep
+    /// growing. Calls are not transactional. The ttl must be at most `dlock.fast_max_ttl`
+    /// (default 60 s) and session-bound leases are refused; a wait holds a pooled connection
+    /// (it waits on the server, not in arrival order). Fast keys are a key space of their own:
+    /// a fast and a durable lease on the same key do not exclude each other.
+    pub fn fast(mut self) -> Self {
+        self.fast = true;
         self
     }
 
@@ -149,14 +167,15 @@ impl LockBuilder {
     pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
         self.check()?;
         let waits = match (&self.client.waits, self.wait) {
-            (Some(waits), Wait::Up(_) | Wait::Forever) if !self.server_queue => waits.clone(),
+            (Some(waits), Wait::Up(_) | Wait::Forever) if !self.server_queue && !self.fast => waits.clone(),
             (_, wait) => {
                 let wait = match wait {
                     Wait::No => Some(0.0),
                     Wait::Up(wait) => Some(wait.as_secs_f64()),
                     Wait::Forever => None,
                 };
-                return Ok(self.once(sql::ACQUIRE, wait).await?.granted());
+                let statement = if self.fast { sql::FAST_ACQUIRE } else { sql::ACQUIRE };
+                return Ok(self.once(statement, wait).await?.granted());
             }
         };
         let deadline = match self.wait {
@@ -188,8 +207,13 @@ impl LockBuilder {
                 hint: None,
             }))
         };
+        let (max_key, max_owner) = if self.fast {
+            (MAX_FAST_KEY_BYTES, MAX_FAST_OWNER_BYTES)
+        } else {
+            (MAX_KEY_BYTES, MAX_OWNER_BYTES)
+        };
         for (what, value, max) in
-            [("key", self.key.as_str(), MAX_KEY_BYTES), ("owner", &*self.client.owner, MAX_OWNER_BYTES)]
+            [("key", self.key.as_str(), max_key), ("owner", &*self.client.owner, max_owner)]
         {
             if value.is_empty() {
                 return refuse(format!("dlock: {what} must not be empty"));
@@ -203,6 +227,9 @@ impl LockBuilder {
         }
         if self.ttl.is_some_and(|ttl| ttl < Duration::from_micros(1)) {
             return refuse("dlock: ttl must be positive".into());
+        }
+        if self.fast && self.ttl.is_none() {
+            return refuse("dlock: a fast-mode lease needs a ttl (it cannot be session-bound)".into());
         }
         Ok(())
     }
@@ -235,8 +262,15 @@ impl LockBuilder {
         // after the server received the statement, which was after `sent`.
         let deadline = self.ttl.map(|ttl| sent + server_elapsed + ttl);
         tracing::debug!(key = %self.key, fence, "dlock: acquired");
-        let state =
-            LeaseState::new(self.client.clone(), self.key.clone(), fence, self.ttl, expires_at, deadline);
+        let state = LeaseState::new(
+            self.client.clone(),
+            self.key.clone(),
+            fence,
+            self.ttl,
+            self.fast,
+            expires_at,
+            deadline,
+        );
         let renew_every = match (self.ttl, self.watchdog) {
             (Some(ttl), true) => Some(self.renew_every.unwrap_or(ttl / 3)),
             _ => None,

@@ -31,6 +31,8 @@ pub(crate) struct LeaseState {
     pub(crate) fence: i64,
     /// `None`: session-bound.
     pub(crate) ttl: Option<Duration>,
+    /// A fast-mode lease (`dlock_fast_*`), not a durable one.
+    pub(crate) fast: bool,
     timing: Mutex<Timing>,
     /// Fired once the lease is known or presumed gone while still wanted.
     lost: CancellationToken,
@@ -50,12 +52,14 @@ impl LeaseState {
         key: String,
         fence: i64,
         ttl: Option<Duration>,
+        fast: bool,
         expires_at: Option<SystemTime>,
         deadline: Option<Instant>,
     ) -> Arc<LeaseState> {
         Arc::new(LeaseState {
             client,
             key,
+            fast,
             fence,
             ttl,
             timing: Mutex::new(Timing { expires_at, deadline }),
@@ -97,7 +101,8 @@ impl LeaseState {
     pub(crate) async fn renew_ttl(&self) -> Result<Option<SystemTime>, Error> {
         let ttl = self.ttl.expect("renew_ttl of a session-bound lease");
         let connection = self.client.pool.get().await?;
-        let statement = connection.prepare_cached(sql::RENEW).await?;
+        let statement =
+            connection.prepare_cached(if self.fast { sql::FAST_RENEW } else { sql::RENEW }).await?;
         let sent = Instant::now();
         let row =
             connection.query_one(&statement, &[&self.key, &&*self.client.owner, &ttl.as_secs_f64()]).await?;
@@ -290,7 +295,8 @@ impl Guard {
                 &pooled
             }
         };
-        let statement = connection.prepare_cached(sql::HOLDS).await?;
+        let statement =
+            connection.prepare_cached(if state.fast { sql::FAST_HOLDS } else { sql::HOLDS }).await?;
         Ok(connection.query_one(&statement, &[&state.key, &state.fence]).await?.try_get(0)?)
     }
 
@@ -345,7 +351,8 @@ async fn release(state: Arc<LeaseState>, session: Option<Object>) -> Result<bool
                 &pooled
             }
         };
-        let statement = connection.prepare_cached(sql::RELEASE).await?;
+        let statement =
+            connection.prepare_cached(if state.fast { sql::FAST_RELEASE } else { sql::RELEASE }).await?;
         let row = connection.query_one(&statement, &[&state.key, &&*state.client.owner]).await?;
         Ok::<bool, Error>(row.try_get(0)?)
     }

@@ -30,3 +30,18 @@ pub const HOLDS: &str = "SELECT dlock_holds($1::text, $2::bigint)";
 
 /// `dlock_force_release`: whether the key was held (dlock_admin members and superusers only).
 pub const FORCE_RELEASE: &str = "SELECT dlock_force_release($1::text)";
+
+/// `dlock_fast_acquire` (fast mode, see [`LockBuilder::fast`](crate::LockBuilder::fast)), with
+/// the same two clock readings as [`ACQUIRE`].
+pub const FAST_ACQUIRE: &str = "\
+SELECT dlock_fast_acquire($1::text, $2::text, $3::float8 * interval '1 second', $4::float8 * interval '1 second'), \
+       pg_catalog.clock_timestamp(), pg_catalog.statement_timestamp()";
+
+/// `dlock_fast_renew`: the new expiry, or NULL if the fast lease is no longer ours.
+pub const FAST_RENEW: &str = "SELECT dlock_fast_renew($1::text, $2::text, $3::float8 * interval '1 second')";
+
+/// `dlock_fast_release`: whether the fast lease was still ours.
+pub const FAST_RELEASE: &str = "SELECT dlock_fast_release($1::text, $2::text)";
+
+/// `dlock_fast_holds`: whether the live fast lease on the key carries this fence.
+pub const FAST_HOLDS: &str = "SELECT dlock_fast_holds($1::text, $2::bigint)";

@@ -22,6 +22,8 @@ pub enum ArgError {
     NotPositive(&'static str),
     /// A ttl above `dlock.max_ttl` (22023).
     AboveMax(&'static str),
+    /// A fast-mode ttl above `dlock.fast_max_ttl` (22023).
+    AboveFastMax(&'static str),
     /// A negative wait (22023).
     Negative(&'static str),
 }
@@ -58,6 +60,16 @@ pub fn ttl(value: Option<i128>, max: Micros) -> Result<Option<Micros>, ArgError>
         return Err(ArgError::AboveMax("ttl"));
     }
     Ok(Some(us as Micros))
+}
+
+/// A checked fast-mode ttl: required, `0 < ttl ≤ dlock.fast_max_ttl`.
+pub fn fast_ttl(value: Option<i128>, max: Micros) -> Result<Micros, ArgError> {
+    match ttl(value, max) {
+        Ok(Some(us)) => Ok(us),
+        Ok(None) => Err(ArgError::Null("ttl")),
+        Err(ArgError::AboveMax(arg)) => Err(ArgError::AboveFastMax(arg)),
+        Err(e) => Err(e),
+    }
 }
 
 /// A checked wait: `None` (SQL NULL) waits without limit; huge waits are clamped, never wrap.
@@ -110,6 +122,14 @@ mod tests {
         assert_eq!(ttl(Some(10), 10), Ok(Some(10)));
         assert_eq!(ttl(Some(11), 10), Err(ArgError::AboveMax("ttl")));
         assert_eq!(ttl(Some(i128::MAX), i64::MAX), Err(ArgError::AboveMax("ttl")));
+    }
+
+    #[test]
+    fn fast_ttl_is_required_and_bounded_by_its_own_max() {
+        assert_eq!(fast_ttl(None, 10), Err(ArgError::Null("ttl")));
+        assert_eq!(fast_ttl(Some(0), 10), Err(ArgError::NotPositive("ttl")));
+        assert_eq!(fast_ttl(Some(10), 10), Ok(10));
+        assert_eq!(fast_ttl(Some(11), 10), Err(ArgError::AboveFastMax("ttl")));
     }
 
     #[test]

@@ -18,6 +18,12 @@ pub enum DlockError {
     SelfDeadlock,
     /// PREPARE TRANSACTION of a transaction whose dlock work cannot outlive its session (0A000).
     NoPrepare { what: &'static str },
+    /// Fast mode without `shared_preload_libraries = 'dlock'` (55000).
+    NotPreloaded,
+    /// Fast mode on a standby (25006).
+    OnStandby,
+    /// No room for another fast lease (53400).
+    FastTableFull { max: usize },
 }
 
 impl From<ArgError> for DlockError {
@@ -58,6 +64,26 @@ impl DlockError {
                 ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("dlock: {arg} exceeds dlock.max_ttl ({})", crate::guc::max_ttl_text()),
                 Some("Renew the lease before it runs out, or have a superuser raise dlock.max_ttl.".into()),
+            ),
+            DlockError::Arg(ArgError::AboveFastMax(arg)) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("dlock: {arg} exceeds dlock.fast_max_ttl ({})", crate::fast::max_ttl_text()),
+                Some("Renew the fast lease before it runs out; dlock.fast_max_ttl is set at server start.".into()),
+            ),
+            DlockError::NotPreloaded => (
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "dlock: fast mode needs shared_preload_libraries = 'dlock'".into(),
+                Some("Add dlock to shared_preload_libraries and restart, or use dlock_acquire.".into()),
+            ),
+            DlockError::OnStandby => (
+                ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "dlock: fast-mode leases cannot be taken on a standby".into(),
+                Some("Fast leases live in the primary's memory; connect to the primary.".into()),
+            ),
+            DlockError::FastTableFull { max } => (
+                ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                format!("dlock: the fast lease table is full ({max} live leases)"),
+                Some("Raise dlock.fast_max_leases (server start), or release leases sooner.".into()),
             ),
             DlockError::Arg(ArgError::Negative(arg)) => (
                 ERRCODE_INVALID_PARAMETER_VALUE,

@@ -13,6 +13,7 @@ mod args;
 mod current;
 mod durability;
 mod error;
+mod fast;
 mod guc;
 mod handoff;
 mod interrupt;
@@ -44,6 +45,7 @@ pub extern "C-unwind" fn _PG_init() {
     handoff::register_callbacks();
     watch::register_callbacks();
     waitslot::request_at_preload();
+    fast::request_at_preload();
     interrupt::install();
 }
 

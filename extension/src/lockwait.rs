@@ -69,6 +69,20 @@ pub enum Poke {
     Ignored,
 }
 
+/// Runs a wait `f` that sleeps on the latch while the client's hang-up is signalled, as lock
+/// waits are (an error in `f` leaves the rest to the transaction's end).
+pub fn watching_client<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: a GUC nest level opened and closed around the wait.
+    unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        watch_client();
+        let result = f();
+        interrupt::disarm_socket();
+        pg_sys::AtEOXact_GUC(true, level);
+        result
+    }
+}
+
 /// Takes `tag` in `mode` for this transaction, waiting no later than `deadline` (`None`: no
 /// limit). Whether it got the lock.
 pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestamp>) -> bool {
