@@ -10,7 +10,7 @@ CARGO       ?= cargo
 export PG_CONFIG PGRX_VERSION BUILD
 
 .PHONY: all setup build install cli demo test test-unit test-pg test-regress test-isolation test-integration \
-        bench bench-sql bench-wait bench-client fmt lint clean
+        bench bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
 
@@ -65,6 +65,10 @@ test-integration: install
 bench-sql: install
 	@bash bench/sql.sh
 
+# Where the time of a pair goes: WAL per pair, server time per statement, perf CPU breakdown.
+bench-profile: install
+	@bash bench/profile.sh
+
 # Hand-off latency (1 waiter, a line of 100) and CPU of parked waiters, against
 # pg_advisory_lock and a Redisson-style Redis lock, in one run.
 bench-wait: install
@@ -83,10 +87,11 @@ bench: install
 # runner kills them (-9), pauses them past their ttl, terminates their backends, crashes the
 # server, cuts connections mid-call and skews their clocks; then checks mutual exclusion, fence
 # order, fencing, durability, and that a killed session-bound holder's key passes on at once.
-# Exits non-zero on any violation. Three runs: dlock loaded on demand, then preloaded (direct
+# Exits non-zero on any violation. Four runs: dlock loaded on demand, then preloaded (direct
 # hand-off to server-side waiters), then preloaded with a failover: the primary stops
 # immediately mid-run and its synchronous standby is promoted (the resource on a cluster of its
-# own). CHAOS_SECONDS (per run) and CHAOS_SEED vary them; the reports and every worker's history
+# own); and fast mode (leases in shared memory) with crash restarts. CHAOS_SECONDS (per run)
+# and CHAOS_SEED vary them; the reports and every worker's history
 # go to build/chaos/run-<time>-<pid>/.
 .PHONY: chaos test-chaos
 CHAOS_SECONDS ?= 150
@@ -95,6 +100,7 @@ chaos: install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --failover
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --fast
 
 # The short subset for `make test` (about a minute and a half): the checker's unit tests, then
 # 25 s of the same chaos in each mode, every fault kind included.
@@ -103,6 +109,7 @@ test-chaos: install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --fault-every 2 --seed $(CHAOS_SEED) --preload --failover
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast
 
 # cargo fuzz (needs a nightly toolchain: rustup toolchain install nightly) on the Rust code that
 # judges what callers send: the SQL edge's argument checks and the contract's rules.

@@ -39,6 +39,12 @@ RELEASE = (
     " extract(epoch FROM clock_timestamp())::float8"
 )
 EXPIRY = "SELECT extract(epoch FROM expires_at)::float8 FROM dlock_locks WHERE key = %s AND fence = %s"
+# Fast mode (--fast): the same calls on leases kept in the server's shared memory.
+FAST = {
+    ACQUIRE: ACQUIRE.replace("dlock_acquire", "dlock_fast_acquire"),
+    RELEASE: RELEASE.replace("dlock_release", "dlock_fast_release"),
+    EXPIRY: "SELECT extract(epoch FROM expires_at)::float8 FROM dlock_fast_locks() WHERE key = %s AND fence = %s",
+}
 WRITE = "SELECT accepted, at FROM chaos_write(%s, %s, %s, %s, %s)"
 
 
@@ -74,6 +80,7 @@ def main():
     p.add_argument("--bound-rate", type=float, default=0.0,
                    help="share of iterations that take a session-bound lease (ttl NULL)")
     p.add_argument("--skew", type=float, default=0.0, help="seconds added to this worker's clock")
+    p.add_argument("--fast", action="store_true", help="fast-mode leases (dlock_fast_*)")
     a = p.parse_args()
     rng = random.Random(a.seed)
     keys = a.keys.split(",")
@@ -117,7 +124,8 @@ def cycle(lock_db, data_db, history, owner, key, ttl, hold, a):
     """One cycle; `ttl` None: a session-bound lease."""
     if ttl is None:
         return bound_cycle(lock_db, data_db, history, owner, key, hold, a)
-    fence, started, granted_by = lock_db.execute(ACQUIRE, (key, owner, ttl, a.wait)).fetchone()
+    sql = (lambda q: FAST[q]) if a.fast else (lambda q: q)
+    fence, started, granted_by = lock_db.execute(sql(ACQUIRE), (key, owner, ttl, a.wait)).fetchone()
     if fence is None:
         return
     # The lease expires at its grant time + ttl, and it was granted after the statement began
@@ -127,7 +135,7 @@ def cycle(lock_db, data_db, history, owner, key, ttl, hold, a):
                    granted_by=granted_by, live_until=started + ttl)
     say(f"hold {key} {fence}")
     try:
-        row = lock_db.execute(EXPIRY, (key, fence)).fetchone()
+        row = lock_db.execute(sql(EXPIRY), (key, fence)).fetchone()
         if row is not None:
             history.record(ev="expiry", owner=owner, key=key, fence=fence, live_until=row[0])
         if write(data_db, history, owner, key, fence, "start", a.skew):
@@ -138,7 +146,7 @@ def cycle(lock_db, data_db, history, owner, key, ttl, hold, a):
         # The machine's real clock (not the skewed one): orders the release against a crash.
         history.record(ev="releasing", owner=owner, key=key, fence=fence, local=time.time())
         try:
-            ok, lb, ub = lock_db.execute(RELEASE, (key, owner)).fetchone()
+            ok, lb, ub = lock_db.execute(sql(RELEASE), (key, owner)).fetchone()
         except psycopg.Error:
             history.record(ev="release", owner=owner, key=key, fence=fence, ok=None, lb=None, ub=None)
             raise

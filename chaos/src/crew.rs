@@ -34,6 +34,8 @@ pub struct Spec {
     pub skew: f64,
     /// Share of the SQL workers' iterations that take a session-bound lease (`ttl NULL`).
     pub bound_rate: f64,
+    /// Fast-mode leases instead of durable ones.
+    pub fast: bool,
 }
 
 /// One running worker.
@@ -117,6 +119,7 @@ impl Crew {
             .arg(spec.dir.join(format!("{name}.jsonl")))
             .arg("--seed")
             .arg(seed.to_string())
+            .args(spec.fast.then_some("--fast"))
             .env("RUST_LOG", "off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

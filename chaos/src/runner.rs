@@ -68,6 +68,12 @@ pub struct RunArgs {
     /// Share of the SQL workers' iterations that take a session-bound lease (`ttl NULL`).
     #[arg(long, default_value_t = 0.25)]
     pub bound_rate: f64,
+    /// Fast mode: every worker takes fast-mode leases (`dlock_fast_*`, shared memory, no WAL)
+    /// instead of durable ones. Implies `--preload`; `dlock.fast_max_ttl` is the longest ttl
+    /// (rounded up), so each crash restart holds every key back that long; no session-bound
+    /// leases (fast mode has none).
+    #[arg(long)]
+    pub fast: bool,
     /// Seed of every random choice of the run (faults, keys, ttls, holds, cuts).
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
@@ -131,8 +137,14 @@ pub async fn run(args: RunArgs) -> bool {
     .expect("resource session for the checker");
     tokio::spawn(connection);
     let (accepted, refused) = resource::read(&db).await.expect("read the resource");
-    let mut outcome =
-        check::check(&grants, &accepted, &refused, &injected.snapshots, &injected.counts.paused_leases);
+    let mut outcome = check::check(
+        &grants,
+        &accepted,
+        &refused,
+        &injected.snapshots,
+        &injected.counts.paused_leases,
+        args.fast,
+    );
     let crash_times: Vec<f64> = injected.snapshots.iter().map(|s| s.crash_at).collect();
     check::bound_kills(
         &grants,
@@ -156,8 +168,12 @@ async fn set_up(args: &RunArgs) -> World {
         dlock_tests::workspace_root().join("build/chaos").join(format!("run-{stamp}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create the run directory");
     let mut conf: Vec<&'static str> = Vec::new();
-    if args.preload {
+    if args.preload || args.fast {
         conf.push("shared_preload_libraries = 'dlock'");
+    }
+    if args.fast {
+        let max_ttl = format!("dlock.fast_max_ttl = {}", args.ttl_max.ceil().max(1.0) as u64);
+        conf.push(Box::leak(max_ttl.into_boxed_str()));
     }
     if args.failover {
         // The default, spelled out: an acknowledged commit is flushed on the sync standby.
@@ -213,7 +229,8 @@ async fn set_up(args: &RunArgs) -> World {
         ttl: (args.ttl_min, args.ttl_max),
         wait: args.ttl_max,
         skew: args.skew,
-        bound_rate: args.bound_rate,
+        bound_rate: if args.fast { 0.0 } else { args.bound_rate },
+        fast: args.fast,
     };
     let mut crew = Crew::new(spec, args.seed);
     for _ in 0..args.rust_workers {

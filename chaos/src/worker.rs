@@ -41,6 +41,9 @@ pub struct WorkerArgs {
     pub history: std::path::PathBuf,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Fast-mode leases (`LockBuilder::fast`) instead of durable ones.
+    #[arg(long)]
+    pub fast: bool,
 }
 
 /// Why a cycle stopped early.
@@ -110,12 +113,8 @@ async fn cycle(
     log: &mut Log,
 ) -> Result<(), Broken> {
     let requested_at: f64 = db.query_one(resource::SERVER_NOW, &[]).await?.get(0);
-    let acquired = client
-        .lock(key)
-        .ttl(Duration::from_secs_f64(ttl))
-        .wait(Duration::from_secs_f64(args.wait))
-        .acquire()
-        .await;
+    let lock = client.lock(key).ttl(Duration::from_secs_f64(ttl)).wait(Duration::from_secs_f64(args.wait));
+    let acquired = if args.fast { lock.fast() } else { lock }.acquire().await;
     let guard = match acquired {
         Ok(guard) => guard,
         Err(Error::Timeout | Error::NotAcquired) => return Ok(()),
