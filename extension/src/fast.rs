@@ -85,10 +85,7 @@ static mut TABLE: Option<Table> = None;
 static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
-unsafe extern "C-unwind" {
-    // commands/sequence.h, which pgrx does not bind.
-    fn nextval_internal(relid: pg_sys::Oid, check_permissions: bool) -> i64;
-}
+use crate::heap::nextval_internal;
 
 fn capacity() -> usize {
     MAX_LEASES.get().max(1) as usize

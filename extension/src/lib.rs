@@ -16,6 +16,7 @@ mod error;
 mod fast;
 mod guc;
 mod handoff;
+mod heap;
 mod interrupt;
 mod keylock;
 mod lease;

@@ -1,6 +1,7 @@
 //! The lease table, `dlock_internal.lease`: every statement dlock runs against it. Callers hold
 //! the key lock of any key they change, so no two transactions ever write the same row at once.
 
+use crate::heap;
 use crate::lease::{Lease, Timestamp};
 use crate::spi::{self, Spi, Statement, arg};
 use pgrx::pg_sys::{self, Oid};
@@ -154,14 +155,18 @@ pub fn grant(spi: &Spi, new: &NewLease) -> i64 {
     write(spi, &GRANT, new).expect("INSERT .. RETURNING gave a fence")
 }
 
-/// Writes a new lease if its key has no row; the fence, or `None` when there is one.
+/// Writes a new lease if its key has no row; the fence, or `None` when there is one. Directly
+/// on the table (`heap.rs`) when it can, else by SQL.
 pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
-    write(spi, &TRY_GRANT, new)
+    heap::try_insert(new).unwrap_or_else(|heap::Fallback| write(spi, &TRY_GRANT, new))
 }
 
 /// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
+/// Directly on the table (`heap.rs`) when it can, else by SQL.
 pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> bool {
-    spi.execute(&RELEASE_LAST_HOLD, &[arg(key), arg(owner), arg(Oid::from(role)), arg(now)]) == 1
+    heap::delete_last_hold(key, owner, role, now).unwrap_or_else(|heap::Fallback| {
+        spi.execute(&RELEASE_LAST_HOLD, &[arg(key), arg(owner), arg(Oid::from(role)), arg(now)]) == 1
+    })
 }
 
 /// One more hold of a lease by its holder.

@@ -1,0 +1,210 @@
+//! The two statements of every lock cycle — grant a free key, delete a released lease — done on
+//! the lease table directly (heap and index access methods), without the executor: no plan
+//! check, no executor start-up, no ON CONFLICT machinery. Everything else goes through SQL
+//! (`store.rs`), and so do these whenever anything is unusual (an index dlock did not create,
+//! say): then `Fallback` sends the caller to the SQL statement.
+//!
+//! The same rules as the SQL path: the caller holds the key lock, so no other transaction is
+//! writing this key; rows are read with the latest snapshot (like `spi.rs`), after a command
+//! counter increment, so this transaction's own earlier changes are seen too.
+
+use crate::lease::{INFINITY, Timestamp};
+use crate::store::NewLease;
+use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::{FromDatum, IntoDatum};
+
+unsafe extern "C-unwind" {
+    // commands/sequence.h, which pgrx does not bind.
+    pub(crate) fn nextval_internal(relid: Oid, check_permissions: bool) -> i64;
+}
+
+/// The lease table's columns, in order.
+const KEY: usize = 0;
+const OWNER: usize = 1;
+const ROLE: usize = 2;
+const HOLD_COUNT: usize = 4;
+const EXPIRES_AT: usize = 6;
+const COLUMNS: usize = 8;
+
+/// The direct path does not apply; use the SQL statement.
+pub struct Fallback;
+
+/// The lease table and its two indexes, opened for writing until the transaction ends.
+struct Table {
+    rel: pg_sys::Relation,
+    pkey: pg_sys::Relation,
+    session_bound: pg_sys::Relation,
+    sequence: Oid,
+}
+
+fn relid(schema: Oid, name: &std::ffi::CStr) -> Oid {
+    // SAFETY: a syscache lookup.
+    unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }
+}
+
+impl Table {
+    /// Opens the table if it is exactly as dlock created it (two indexes, ours), in a
+    /// transaction that may write (a read-only one gets the executor's 25006 from SQL).
+    fn open() -> Result<Table, Fallback> {
+        // SAFETY: catalog lookups and relation opens inside a transaction; locks are kept
+        // until it ends, as the executor keeps them.
+        unsafe {
+            if pg_sys::XactReadOnly || pg_sys::IsInParallelMode() {
+                return Err(Fallback);
+            }
+            let schema = pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), true);
+            let (table, pkey, session_bound, sequence) = (
+                relid(schema, c"lease"),
+                relid(schema, c"lease_pkey"),
+                relid(schema, c"lease_session_bound"),
+                relid(schema, c"fence_seq"),
+            );
+            if [table, pkey, session_bound, sequence].contains(&pg_sys::InvalidOid) {
+                return Err(Fallback);
+            }
+            let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as i32);
+            let indexes = pg_sys::RelationGetIndexList(rel);
+            let oids: Vec<Oid> = match indexes.as_ref() {
+                None => Vec::new(),
+                Some(list) => (0..list.length as usize).map(|i| (*list.elements.add(i)).oid_value).collect(),
+            };
+            pg_sys::list_free(indexes);
+            let ours = oids.len() == 2 && oids.contains(&pkey) && oids.contains(&session_bound);
+            if !ours {
+                pg_sys::table_close(rel, pg_sys::NoLock as i32);
+                return Err(Fallback);
+            }
+            Ok(Table {
+                rel,
+                pkey: pg_sys::index_open(pkey, pg_sys::RowExclusiveLock as i32),
+                session_bound: pg_sys::index_open(session_bound, pg_sys::RowExclusiveLock as i32),
+                sequence,
+            })
+        }
+    }
+
+    /// Runs `f` on the visible row of `key`, if any (its slot, with every column read).
+    fn with_row<R>(&self, key: &str, f: impl FnOnce(Option<*mut pg_sys::TupleTableSlot>) -> R) -> R {
+        // SAFETY: an index scan on the primary key with a registered snapshot, as the executor
+        // does; the slot and scan are released before returning (an error releases them with
+        // the transaction's resources).
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            let mut scankey: pg_sys::ScanKeyData = std::mem::zeroed();
+            let key_datum = key.into_datum().expect("text datum");
+            pg_sys::ScanKeyInit(
+                &mut scankey,
+                1,
+                pg_sys::BTEqualStrategyNumber as u16,
+                pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                key_datum,
+            );
+            let scan = pg_sys::index_beginscan(self.rel, self.pkey, snapshot, 1, 0);
+            pg_sys::index_rescan(scan, &mut scankey, 1, std::ptr::null_mut(), 0);
+            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
+            let found = pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+            if found {
+                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+            }
+            let result = f(found.then_some(slot));
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::index_endscan(scan);
+            pg_sys::UnregisterSnapshot(snapshot);
+            result
+        }
+    }
+
+    fn close(self) {
+        // SAFETY: closes what `open` opened; the locks stay until the transaction ends.
+        unsafe {
+            pg_sys::index_close(self.session_bound, pg_sys::NoLock as i32);
+            pg_sys::index_close(self.pkey, pg_sys::NoLock as i32);
+            pg_sys::table_close(self.rel, pg_sys::NoLock as i32);
+        }
+    }
+}
+
+fn column<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> Option<T> {
+    // SAFETY: `slot_getsomeattrs_int` filled the first COLUMNS values of the slot.
+    unsafe {
+        let slot = &*slot;
+        T::from_datum(*slot.tts_values.add(n), *slot.tts_isnull.add(n))
+    }
+}
+
+/// Inserts a new lease if the key has no row; its fence, or `None` when there is a row.
+pub fn try_insert(new: &NewLease) -> Result<Option<i64>, Fallback> {
+    let table = Table::open()?;
+    let taken = table.with_row(new.key, |row| row.is_some());
+    if taken {
+        table.close();
+        return Ok(None);
+    }
+    // SAFETY: a tuple of the table's own descriptor, inserted with its index entries, as
+    // ExecInsert does; the unique index still checks the key.
+    let fence = unsafe {
+        let fence = nextval_internal(table.sequence, false);
+        let key = new.key.into_datum().expect("text datum");
+        let mut values: [Datum; COLUMNS] = [
+            key,
+            new.owner.into_datum().expect("text datum"),
+            Oid::from(new.role).into_datum().expect("oid datum"),
+            fence.into_datum().expect("int8 datum"),
+            1i32.into_datum().expect("int4 datum"),
+            Datum::from(new.acquired_at),
+            Datum::from(new.expires_at),
+            new.holder_pid.into_datum().expect("int4 datum"),
+        ];
+        let mut nulls = [false; COLUMNS];
+        let tuple = pg_sys::heap_form_tuple((*table.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+        pg_sys::simple_heap_insert(table.rel, tuple);
+        let mut index_values = [key];
+        let mut index_nulls = [false];
+        let mut insert = |index: pg_sys::Relation, unique: pg_sys::IndexUniqueCheck::Type| {
+            pg_sys::index_insert(
+                index,
+                index_values.as_mut_ptr(),
+                index_nulls.as_mut_ptr(),
+                &mut (*tuple).t_self,
+                table.rel,
+                unique,
+                false,
+                pg_sys::BuildIndexInfo(index),
+            );
+        };
+        insert(table.pkey, pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES);
+        // The partial index holds session-bound rows only (`WHERE expires_at = 'infinity'`).
+        if new.expires_at == INFINITY {
+            insert(table.session_bound, pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO);
+        }
+        pg_sys::CommandCounterIncrement();
+        fence
+    };
+    table.close();
+    Ok(Some(fence))
+}
+
+/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
+pub fn delete_last_hold(key: &str, owner: &str, role: u32, now: Timestamp) -> Result<bool, Fallback> {
+    let table = Table::open()?;
+    let deleted = table.with_row(key, |row| {
+        let Some(slot) = row else { return false };
+        let expires_at: Option<i64> = column(slot, EXPIRES_AT);
+        let ours = column::<String>(slot, OWNER).as_deref() == Some(owner)
+            && column::<Oid>(slot, ROLE) == Some(Oid::from(role))
+            && column::<i32>(slot, HOLD_COUNT) == Some(1)
+            && expires_at.is_some_and(|e| e > now && e < INFINITY)
+            && column::<String>(slot, KEY).as_deref() == Some(key);
+        if ours {
+            // SAFETY: the row we just read; nobody else writes it (we hold its key lock).
+            unsafe {
+                pg_sys::simple_heap_delete(table.rel, &mut (*slot).tts_tid);
+                pg_sys::CommandCounterIncrement();
+            }
+        }
+        ours
+    });
+    table.close();
+    Ok(deleted)
+}
