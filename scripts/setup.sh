@@ -6,9 +6,9 @@ PGRX_VERSION=${PGRX_VERSION:-$(sed -n 's/^pgrx = "=\(.*\)"/\1/p' "$(dirname "$0"
 
 need=()
 # pgbouncer and python3-psycopg: the fault suite (a pooler in transaction mode; a second
-# language); fonts-dejavu-core: the text of make bench's plots.
+# language); fonts-dejavu-core: the text of make bench's plots; etcd-server: a peer of make bench.
 for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 python3-psycopg redis-server \
-  fonts-dejavu-core \
+  fonts-dejavu-core etcd-server \
   pgbouncer; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done

@@ -1,8 +1,9 @@
 //! Workload 2: N clients on one key, each waiting for it, taking it and giving it back at once:
-//! grants per second and how long each acquire took, for dlock (waiting on the server, and
-//! through the Rust client on its one listener), blocking advisory locks, and Redis with
-//! Redisson-style pub/sub waiters (release = Lua `DEL` + `PUBLISH`; a waiter subscribes, tries
-//! `SET NX`, and tries again on each message).
+//! grants per second and how long each acquire took, for dlock (waiting on the server, durable
+//! and fast mode, and through the Rust client on its one listener), blocking advisory locks,
+//! Redis with Redisson-style pub/sub waiters (release = Lua `DEL` + `PUBLISH`; a waiter
+//! subscribes, tries `SET NX`, and tries again on each message), and etcd (a waiter watches
+//! the key's deletions and tries again on each).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +16,8 @@ use tokio::sync::Mutex;
 use tokio_postgres::Statement;
 
 use crate::Result;
-use crate::contenders::{Contender, Servers, TTL, pg_connect, redis_take};
+use crate::contenders::{Contender, Servers, TTL, fast_mode_ready, pg_connect, redis_take};
+use crate::etcd;
 use crate::workloads::{Latency, Point, histogram};
 
 const RELEASE_AND_PUBLISH: &str = r"
@@ -30,11 +32,18 @@ enum Waiter {
     Sql(tokio_postgres::Client, Statement, Statement, String),
     Client(Client),
     Redis(MultiplexedConnection, PubSub, Script, String),
+    Etcd(Box<etcd::Session>),
 }
 
 /// The contenders of this workload.
-pub const CONTENDERS: [Contender; 4] =
-    [Contender::DlockSql, Contender::DlockClient, Contender::Advisory, Contender::Redis];
+pub const CONTENDERS: [Contender; 6] = [
+    Contender::DlockSql,
+    Contender::DlockClient,
+    Contender::DlockFast,
+    Contender::Advisory,
+    Contender::Redis,
+    Contender::Etcd,
+];
 
 async fn open(
     contender: Contender,
@@ -45,18 +54,24 @@ async fn open(
 ) -> Result<Waiter> {
     let owner = format!("bench-contended:{}:{id}", std::process::id());
     Ok(match contender {
-        Contender::DlockSql | Contender::Advisory => {
+        Contender::DlockSql | Contender::DlockFast | Contender::Advisory => {
             let client = pg_connect(&servers.pg_url).await?;
-            let (take, give) = if contender == Contender::DlockSql {
-                (
+            let (take, give) = match contender {
+                Contender::DlockSql => (
                     "SELECT dlock_acquire($1, $2, '30 seconds'::interval, '60 seconds'::interval) IS NOT NULL",
                     "SELECT dlock_release($1, $2)",
-                )
-            } else {
-                (
+                ),
+                Contender::DlockFast => {
+                    fast_mode_ready(servers).await?;
+                    (
+                        "SELECT dlock_fast_acquire($1, $2, '30 seconds'::interval, '60 seconds'::interval) IS NOT NULL",
+                        "SELECT dlock_fast_release($1, $2)",
+                    )
+                }
+                _ => (
                     "SELECT true FROM pg_advisory_lock(hashtextextended($1, 0))",
                     "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                )
+                ),
             };
             let take = client.prepare(take).await?;
             let give = client.prepare(give).await?;
@@ -70,6 +85,9 @@ async fn open(
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(format!("{key}:released")).await?;
             Waiter::Redis(commands, pubsub, Script::new(RELEASE_AND_PUBLISH), owner)
+        }
+        Contender::Etcd => {
+            Waiter::Etcd(Box::new(etcd::Session::connect(servers.etcd_port.ok_or("no etcd")?, owner).await?))
         }
         other => return Err(format!("{other:?} does not wait").into()),
     })
@@ -101,6 +119,12 @@ impl Waiter {
                         tokio::time::timeout(Duration::from_millis(100), pubsub.on_message().next()).await;
                 }
                 let _: i64 = release.key(key).key(&channel).arg(&**owner).invoke_async(commands).await?;
+            }
+            Waiter::Etcd(etcd) => {
+                etcd.lock(key).await?;
+                if !etcd.unlock(key).await? {
+                    return Err(format!("{key}: lost before release").into());
+                }
             }
         }
         Ok(())

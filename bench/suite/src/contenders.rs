@@ -1,7 +1,8 @@
 //! The contenders, each as a session that can take and give back a lock and renew a lease:
-//! dlock through SQL and through the Rust client, raw advisory locks, the hand-written lock
-//! table (durable and with `synchronous_commit = off`), and Redis (`SET NX PX` + owner-checked
-//! Lua `DEL`, the Redisson/seed recipe).
+//! dlock through SQL (durable, and fast mode: leases in shared memory, no WAL) and through the
+//! Rust client, raw advisory locks, the hand-written lock table (durable and with
+//! `synchronous_commit = off`), Redis (`SET NX PX` + owner-checked Lua `DEL`, the Redisson/seed
+//! recipe), and etcd (a lease per session + put-if-absent, see etcd.rs).
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use serde::Serialize;
 use tokio_postgres::{NoTls, Statement};
 
 use crate::Result;
+use crate::etcd;
 
 /// The lease ttl every contender uses.
 pub const TTL: Duration = Duration::from_secs(30);
@@ -21,19 +23,23 @@ pub const TTL: Duration = Duration::from_secs(30);
 pub enum Contender {
     DlockSql,
     DlockClient,
+    DlockFast,
     Advisory,
     Naive,
     NaiveAsync,
     Redis,
+    Etcd,
 }
 
-pub const ALL: [Contender; 6] = [
+pub const ALL: [Contender; 8] = [
     Contender::DlockSql,
     Contender::DlockClient,
+    Contender::DlockFast,
     Contender::Advisory,
     Contender::Naive,
     Contender::NaiveAsync,
     Contender::Redis,
+    Contender::Etcd,
 ];
 
 impl Contender {
@@ -41,10 +47,12 @@ impl Contender {
         match self {
             Contender::DlockSql => "dlock (SQL, durable)",
             Contender::DlockClient => "dlock (Rust client)",
+            Contender::DlockFast => "dlock (fast mode)",
             Contender::Advisory => "pg_advisory_lock",
             Contender::Naive => "lock table (durable)",
             Contender::NaiveAsync => "lock table (synchronous_commit off)",
             Contender::Redis => "Redis SET NX PX + Lua DEL",
+            Contender::Etcd => "etcd lease lock",
         }
     }
 }
@@ -54,11 +62,23 @@ impl Contender {
 pub struct Servers {
     pub pg_url: String,
     pub redis_port: u16,
+    /// etcd's client port on 127.0.0.1, when one runs.
+    pub etcd_port: Option<u16>,
+}
+
+impl Servers {
+    /// Whether `contender` has a server to run against.
+    pub fn has(&self, contender: Contender) -> bool {
+        contender != Contender::Etcd || self.etcd_port.is_some()
+    }
 }
 
 const DLOCK_ACQUIRE: &str = "SELECT dlock_acquire($1, $2, '30 seconds'::interval)";
 const DLOCK_RELEASE: &str = "SELECT dlock_release($1, $2)";
 const DLOCK_RENEW: &str = "SELECT dlock_renew($1, $2, '30 seconds'::interval)";
+const FAST_ACQUIRE: &str = "SELECT dlock_fast_acquire($1, $2, '30 seconds'::interval)";
+const FAST_RELEASE: &str = "SELECT dlock_fast_release($1, $2)";
+const FAST_RENEW: &str = "SELECT dlock_fast_renew($1, $2, '30 seconds'::interval)";
 const ADVISORY_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended($1, 0))";
 const ADVISORY_UNLOCK: &str = "SELECT pg_advisory_unlock(hashtextextended($1, 0))";
 const NAIVE_ACQUIRE: &str = "SELECT naive_acquire($1, $2, '30 seconds'::interval)";
@@ -85,6 +105,7 @@ pub enum Session {
     Sql(Sql, String),
     Client(Client),
     Redis(MultiplexedConnection, String, Script, Script),
+    Etcd(Box<etcd::Session>),
 }
 
 pub async fn pg_connect(url: &str) -> Result<tokio_postgres::Client> {
@@ -93,6 +114,41 @@ pub async fn pg_connect(url: &str) -> Result<tokio_postgres::Client> {
         let _ = connection.await;
     });
     Ok(client)
+}
+
+/// Waits out fast mode's lock-delay after the server's start (no fast key is granted for
+/// `dlock.fast_max_ttl`): polls a probe key until it is granted. Once per run.
+pub async fn fast_mode_ready(servers: &Servers) -> Result<()> {
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_try_init(|| async {
+            let client = pg_connect(&servers.pg_url).await?;
+            let probe = ("bench:fast-probe", format!("bench-probe:{}", std::process::id()));
+            let start = std::time::Instant::now();
+            loop {
+                let fence: Option<i64> = client
+                    .query_one(
+                        "SELECT dlock_fast_acquire($1, $2, '1 second'::interval)",
+                        &[&probe.0, &probe.1],
+                    )
+                    .await?
+                    .get(0);
+                if fence.is_some() {
+                    client.execute("SELECT dlock_fast_release($1, $2)", &[&probe.0, &probe.1]).await?;
+                    eprintln!(
+                        "bench: fast mode's lock-delay over after {:.1} s",
+                        start.elapsed().as_secs_f64()
+                    );
+                    return Ok::<_, crate::Error>(());
+                }
+                if start.elapsed() > Duration::from_secs(40) {
+                    return Err("fast mode grants nothing 40 s on: is dlock.fast_max_ttl above 30 s?".into());
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await?;
+    Ok(())
 }
 
 impl Session {
@@ -120,13 +176,21 @@ impl Session {
             Contender::DlockSql => {
                 Session::Sql(sql(DLOCK_ACQUIRE, DLOCK_RELEASE, Some(DLOCK_RENEW)).await?, owner)
             }
+            Contender::DlockFast => {
+                fast_mode_ready(servers).await?;
+                Session::Sql(sql(FAST_ACQUIRE, FAST_RELEASE, Some(FAST_RENEW)).await?, owner)
+            }
             Contender::Advisory => Session::Sql(sql(ADVISORY_LOCK, ADVISORY_UNLOCK, None).await?, owner),
             Contender::Naive | Contender::NaiveAsync => {
                 Session::Sql(sql(NAIVE_ACQUIRE, NAIVE_RELEASE, Some(NAIVE_RENEW)).await?, owner)
             }
             Contender::DlockClient => {
-                let client = pool.expect("the client contender shares one client").with_owner(owner);
+                let client = pool.ok_or("the client contender shares one client")?.with_owner(owner);
                 Session::Client(client)
+            }
+            Contender::Etcd => {
+                let port = servers.etcd_port.ok_or("no etcd")?;
+                Session::Etcd(Box::new(etcd::Session::connect(port, owner).await?))
             }
             Contender::Redis => {
                 let info = ConnectionAddr::Tcp("127.0.0.1".into(), servers.redis_port)
@@ -162,6 +226,12 @@ impl Session {
                 }
                 let _: i64 = release.key(key).arg(&**owner).invoke_async(connection).await?;
             }
+            Session::Etcd(etcd) => {
+                if !etcd.try_lock(key).await? {
+                    return Err(format!("{key}: not granted").into());
+                }
+                etcd.unlock(key).await?;
+            }
         }
         Ok(())
     }
@@ -170,8 +240,12 @@ impl Session {
     pub async fn take(&mut self, key: &str) -> Result<()> {
         match self {
             Session::Sql(s, owner) => {
-                s.client.query_one(&s.take, &[&key, owner]).await?;
+                let row = s.client.query_one(&s.take, &[&key, owner]).await?;
+                if !granted(&row) {
+                    return Err(format!("{key}: not granted").into());
+                }
             }
+            Session::Etcd(etcd) => etcd.take(key).await?,
             Session::Redis(connection, owner, ..) => {
                 let _: Option<String> = redis::cmd("SET")
                     .arg(key)
@@ -186,6 +260,21 @@ impl Session {
         Ok(())
     }
 
+    /// Gives back `key` taken by `take`.
+    pub async fn give(&mut self, key: &str) -> Result<()> {
+        match self {
+            Session::Sql(s, owner) => {
+                s.client.query_one(&s.give, &[&key, owner]).await?;
+            }
+            Session::Etcd(etcd) => etcd.give(key).await?,
+            Session::Redis(connection, owner, release, _) => {
+                let _: i64 = release.key(key).arg(&**owner).invoke_async(connection).await?;
+            }
+            Session::Client(_) => return Err("the client keeps leases in guards".into()),
+        }
+        Ok(())
+    }
+
     /// Renews the lease on `key` this session took.
     pub async fn renew(&mut self, key: &str) -> Result<()> {
         match self {
@@ -193,6 +282,7 @@ impl Session {
                 let renew = s.renew.as_ref().ok_or("no renew")?;
                 s.client.execute(renew, &[&key, owner]).await?;
             }
+            Session::Etcd(etcd) => etcd.renew(key).await?,
             Session::Redis(connection, owner, _, renew) => {
                 let _: i64 =
                     renew.key(key).arg(&**owner).arg(TTL.as_millis() as u64).invoke_async(connection).await?;

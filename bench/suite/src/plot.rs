@@ -1,4 +1,5 @@
-//! PNG plots of the results: throughput against clients, and latency CDFs.
+//! PNG plots of the results: throughput against clients, latency CDFs, and the lease table's
+//! size as keys come and go.
 
 use std::path::Path;
 
@@ -20,7 +21,7 @@ pub fn init_font() -> Result<()> {
 }
 
 fn color(i: usize) -> RGBColor {
-    const COLORS: [RGBColor; 8] = [
+    const COLORS: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
@@ -28,6 +29,8 @@ fn color(i: usize) -> RGBColor {
         RGBColor(148, 103, 189),
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
         RGBColor(80, 80, 80),
     ];
     COLORS[i % COLORS.len()]
@@ -74,7 +77,7 @@ pub fn throughput(path: &Path, title: &str, points: &[Point]) -> Result<()> {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart.draw_series(series.into_iter().map(|(x, y)| Circle::new((x, y), 4, c.filled())))?;
     }
-    finish(chart, &root)
+    finish(chart, &root, SeriesLabelPosition::LowerRight)
 }
 
 /// Latency CDFs (µs, log-scaled x), one line per point.
@@ -107,17 +110,50 @@ pub fn cdf(path: &Path, title: &str, points: &[Point]) -> Result<()> {
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    finish(chart, &root)
+    finish(chart, &root, SeriesLabelPosition::LowerRight)
+}
+
+/// Named lines on linear axes (y from 0): quantities against another.
+pub fn lines(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(&str, Vec<(f64, f64)>)],
+) -> Result<()> {
+    let all = || series.iter().flat_map(|(_, points)| points.iter());
+    let max_x = all().map(|p| p.0).fold(1.0, f64::max);
+    let max_y = all().map(|p| p.1).fold(1.0, f64::max);
+    let root = BitMapBackend::new(path, (1100, 700)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 24))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..max_x * 1.02, 0f64..max_y * 1.15)?;
+    chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).label_style(("sans-serif", 15)).draw()?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+    }
+    // Sizes grow to the right: the legend goes where the lines are not.
+    finish(chart, &root, SeriesLabelPosition::UpperLeft)
 }
 
 /// The legend, then the file.
 fn finish<'a, X: Ranged, Y: Ranged>(
     mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
     root: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    legend: SeriesLabelPosition,
 ) -> Result<()> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(legend)
         .label_font(("sans-serif", 15))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)

@@ -1,5 +1,6 @@
 //! The workloads: uncontended pairs at several client counts, the durable-commit ceiling of the
-//! same server, renewals of many live leases, and acquire latency as the lease table grows.
+//! same server, renewals of many live leases, acquire latency as the lease table grows, the
+//! table's size as keys come and go, and an expiry storm.
 
 use std::time::{Duration, Instant};
 
@@ -151,21 +152,36 @@ pub async fn renewals(
     prefix: &str,
 ) -> Result<Point> {
     let per_task = leases.div_ceil(clients);
-    let mut sessions = Vec::new();
-    for id in 0..clients {
+    // The sessions take their leases side by side (etcd's are two fsynced writes each).
+    let sessions = futures::future::try_join_all((0..clients).map(|id| async move {
         let mut s = Session::open(contender, servers, id, None).await?;
         for j in 0..per_task {
             s.take(&format!("{prefix}:{id}:{j}")).await?;
         }
-        sessions.push(tokio::sync::Mutex::new(s));
-    }
-    let sessions = std::sync::Arc::new(sessions);
-    let prefix = prefix.to_string();
-    let (rate, h) = drive(clients, seconds, move |task, i| {
-        let (sessions, key) = (sessions.clone(), format!("{prefix}:{task}:{}", i as usize % per_task));
-        async move { sessions[task].lock().await.renew(&key).await }
-    })
+        Ok::<_, crate::Error>(tokio::sync::Mutex::new(s))
+    }))
     .await?;
+    let sessions = std::sync::Arc::new(sessions);
+    let (rate, h) = {
+        let (sessions, prefix) = (sessions.clone(), prefix.to_string());
+        drive(clients, seconds, move |task, i| {
+            let (sessions, key) = (sessions.clone(), format!("{prefix}:{task}:{}", i as usize % per_task));
+            async move { sessions[task].lock().await.renew(&key).await }
+        })
+        .await?
+    };
+    if matches!(contender, Contender::DlockFast | Contender::Etcd) {
+        // Given back at once: fast mode's table is bounded, and etcd would otherwise revoke
+        // the expired leases (raft writes) during the next workloads.
+        futures::future::try_join_all(sessions.iter().enumerate().map(|(id, s)| async move {
+            let mut s = s.lock().await;
+            for j in 0..per_task {
+                s.give(&format!("{prefix}:{id}:{j}")).await?;
+            }
+            Ok::<_, crate::Error>(())
+        }))
+        .await?;
+    }
     Ok(Point { contender: contender.label().into(), clients, per_second: rate, latency: Latency::of(&h) })
 }
 
@@ -208,59 +224,126 @@ pub async fn with_live_leases(servers: &Servers, live: usize, samples: usize, pr
     })
 }
 
-/// The lease table's size (table, indexes, TOAST) in bytes.
-pub async fn lease_table_bytes(servers: &Servers) -> Result<i64> {
-    let admin = pg_connect(&servers.pg_url).await?;
-    Ok(admin.query_one("SELECT pg_total_relation_size('dlock_internal.lease')", &[]).await?.get(0))
+/// The lease table's size after some keys of the churn came and went.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChurnSample {
+    pub keys: usize,
+    pub seconds: f64,
+    /// Table, indexes and TOAST (`pg_total_relation_size`).
+    pub table_bytes: i64,
+    /// The indexes alone.
+    pub index_bytes: i64,
+    /// Dead rows and autovacuum runs so far, as the statistics say (they lag a little).
+    pub dead_rows: i64,
+    pub autovacuums: i64,
 }
 
-/// Workload 4, churn: `keys` distinct keys come and go (8 tasks); the table's size before and
-/// after says whether it grows without bound.
-pub async fn churn(servers: &Servers, keys: usize, prefix: &str) -> Result<(i64, i64, f64)> {
-    let before = lease_table_bytes(servers).await?;
+impl ChurnSample {
+    async fn take(admin: &tokio_postgres::Client, keys: usize, seconds: f64) -> Result<ChurnSample> {
+        let row = admin
+            .query_one(
+                "SELECT pg_total_relation_size(relid), pg_indexes_size(relid), n_dead_tup, autovacuum_count
+                   FROM pg_stat_user_tables WHERE relid = 'dlock_internal.lease'::regclass",
+                &[],
+            )
+            .await?;
+        Ok(ChurnSample {
+            keys,
+            seconds,
+            table_bytes: row.try_get(0)?,
+            index_bytes: row.try_get(1)?,
+            dead_rows: row.try_get(2)?,
+            autovacuums: row.try_get(3)?,
+        })
+    }
+}
+
+/// Workload 4, churn: `keys` distinct keys come and go (acquire+release by 8 tasks), the
+/// table's size sampled every `step` keys: whether it levels off or grows without bound.
+pub async fn churn(servers: &Servers, keys: usize, step: usize, prefix: &str) -> Result<Vec<ChurnSample>> {
     let clients = 8;
-    let per_task = keys / clients;
-    let mut tasks = Vec::new();
-    let start = Instant::now();
+    let mut sessions = Vec::new();
     for id in 0..clients {
-        let mut s = Session::open(Contender::DlockSql, servers, id, None).await?;
-        let prefix = prefix.to_string();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..per_task {
-                s.pair(&format!("{prefix}:churn:{id}:{i}")).await?;
-            }
-            Ok::<_, crate::Error>(())
-        }));
+        sessions.push(Session::open(Contender::DlockSql, servers, id, None).await?);
     }
-    for t in tasks {
-        t.await??;
+    let admin = pg_connect(&servers.pg_url).await?;
+    let mut samples = vec![ChurnSample::take(&admin, 0, 0.0).await?];
+    let start = Instant::now();
+    let mut done = 0;
+    while done < keys {
+        let n = step.max(1).min(keys - done);
+        let mut tasks = Vec::new();
+        for (id, mut s) in sessions.drain(..).enumerate() {
+            let prefix = prefix.to_string();
+            tasks.push(tokio::spawn(async move {
+                // Task `id` takes every `clients`th key of this step: all distinct across steps.
+                for k in (done + id..done + n).step_by(clients) {
+                    s.pair(&format!("{prefix}:churn:{k}")).await?;
+                }
+                Ok::<_, crate::Error>(s)
+            }));
+        }
+        for t in tasks {
+            sessions.push(t.await??);
+        }
+        done += n;
+        let sample = ChurnSample::take(&admin, done, start.elapsed().as_secs_f64()).await?;
+        eprintln!("bench: churn: {done} keys, {} kB", sample.table_bytes / 1024);
+        samples.push(sample);
     }
-    let seconds = start.elapsed().as_secs_f64();
-    Ok((before, lease_table_bytes(servers).await?, seconds))
+    Ok(samples)
 }
 
 /// Workload 5: `leases` leases that all expire at once, `after` from now, while `clients`
 /// sessions keep acquiring and releasing fresh keys; per-second windows show whether the
-/// storm disturbs them, and the table's row count shows the dead rows being swept.
+/// storm disturbs them, and the count of the storm's leases still there shows them being
+/// swept. Durable dlock (rows written directly, as a superuser), or fast mode (as many as half
+/// its shared-memory table holds, taken through `dlock_fast_acquire` in one statement).
 pub async fn expiry_storm(
+    contender: Contender,
     servers: &Servers,
     leases: usize,
     clients: usize,
     after: Duration,
     seconds: f64,
     prefix: &str,
-) -> Result<Vec<StormWindow>> {
+) -> Result<Storm> {
     let admin = pg_connect(&servers.pg_url).await?;
-    admin.batch_execute("DELETE FROM dlock_internal.lease WHERE owner = 'bench-storm'").await?;
-    admin
-        .execute(
-            "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid)
-             SELECT 'storm:' || g, 'bench-storm', 10, nextval('dlock_internal.fence_seq'), 1,
-                    now(), clock_timestamp() + $2::float8 * interval '1 second', 0
-               FROM generate_series(1, $1::int) g",
-            &[&(leases as i32), &after.as_secs_f64()],
-        )
-        .await?;
+    let (leases, left) = match contender {
+        Contender::DlockSql => {
+            admin.batch_execute("DELETE FROM dlock_internal.lease WHERE owner = 'bench-storm'").await?;
+            admin
+                .execute(
+                    "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid)
+                     SELECT 'storm:' || g, 'bench-storm', 10, nextval('dlock_internal.fence_seq'), 1,
+                            now(), clock_timestamp() + $2::float8 * interval '1 second', 0
+                       FROM generate_series(1, $1::int) g",
+                    &[&(leases as i32), &after.as_secs_f64()],
+                )
+                .await?;
+            (leases, "SELECT count(*) FROM dlock_internal.lease WHERE owner = 'bench-storm'")
+        }
+        Contender::DlockFast => {
+            crate::contenders::fast_mode_ready(servers).await?;
+            let capacity: i32 =
+                admin.query_one("SELECT current_setting('dlock.fast_max_leases')::int", &[]).await?.get(0);
+            let leases = leases.min(capacity.max(0) as usize / 2);
+            let granted: i64 = admin
+                .query_one(
+                    "SELECT count(*) FROM generate_series(1, $1::int) g
+                      WHERE dlock_fast_acquire('storm:' || g, 'bench-storm', $2::float8 * interval '1 second') IS NOT NULL",
+                    &[&(leases as i32), &after.as_secs_f64()],
+                )
+                .await?
+                .get(0);
+            if granted != leases as i64 {
+                return Err(format!("fast storm: {granted} of {leases} leases granted").into());
+            }
+            // Lists live leases only: expired entries stay in shared memory until a sweep.
+            (leases, "SELECT count(*) FROM dlock_fast_locks() WHERE owner = 'bench-storm'")
+        }
+        other => return Err(format!("no expiry storm for {other:?}").into()),
+    };
     let start = Instant::now();
     let windows = (seconds.ceil() as usize).max(1);
     let hists: Vec<std::sync::Mutex<Histogram<u64>>> =
@@ -268,7 +351,7 @@ pub async fn expiry_storm(
     let hists = std::sync::Arc::new(hists);
     let mut tasks = Vec::new();
     for id in 0..clients {
-        let mut s = Session::open(Contender::DlockSql, servers, id, None).await?;
+        let mut s = Session::open(contender, servers, id, None).await?;
         let (hists, prefix) = (hists.clone(), prefix.to_string());
         tasks.push(tokio::spawn(async move {
             let mut i = 0u64;
@@ -279,7 +362,10 @@ pub async fn expiry_storm(
                     return Ok::<_, crate::Error>(());
                 }
                 s.pair(&format!("{prefix}:storm:{id}:{i}")).await?;
-                hists[window].lock().unwrap().saturating_record(t.elapsed().as_nanos() as u64);
+                hists[window]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .saturating_record(t.elapsed().as_nanos() as u64);
                 i += 1;
             }
         }));
@@ -287,24 +373,30 @@ pub async fn expiry_storm(
     let mut rows = Vec::new();
     for second in 0..windows {
         tokio::time::sleep_until((start + Duration::from_secs(second as u64 + 1)).into()).await;
-        let n: i64 = admin
-            .query_one("SELECT count(*) FROM dlock_internal.lease WHERE owner = 'bench-storm'", &[])
-            .await?
-            .get(0);
+        let n: i64 = admin.query_one(left, &[]).await?.get(0);
         rows.push(n);
     }
     for t in tasks {
         t.await??;
     }
-    Ok(hists
+    let windows = hists
         .iter()
         .zip(rows)
         .enumerate()
         .map(|(second, (h, storm_rows))| {
-            let h = h.lock().unwrap();
+            let h = h.lock().unwrap_or_else(|e| e.into_inner());
             StormWindow { second, pairs: h.len(), latency: Latency::of(&h), storm_rows_left: storm_rows }
         })
-        .collect())
+        .collect();
+    Ok(Storm { contender: contender.label().into(), leases, windows })
+}
+
+/// The expiry storm of one contender.
+#[derive(Clone, Debug, Serialize)]
+pub struct Storm {
+    pub contender: String,
+    pub leases: usize,
+    pub windows: Vec<StormWindow>,
 }
 
 /// One second of the expiry storm.
@@ -313,6 +405,7 @@ pub struct StormWindow {
     pub second: usize,
     pub pairs: u64,
     pub latency: Latency,
-    /// Rows of the expired leases still in the table at the end of the second.
+    /// The storm's leases still there at the end of the second: rows in the table (durable),
+    /// or live leases listed by `dlock_fast_locks` (fast mode).
     pub storm_rows_left: i64,
 }
