@@ -27,9 +27,16 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
         return plan;
     }
     let sql = CString::new(stmt.sql).expect("statement text has no NUL");
+    // A generic plan, made once: every statement here is a lookup whose best plan does not
+    // depend on its parameters, and a custom plan would be planned again on every call.
     // SAFETY: called inside an SPI connection; argtypes outlives the call.
     let plan = unsafe {
-        let plan = pg_sys::SPI_prepare(sql.as_ptr(), stmt.args.len() as i32, stmt.args.as_ptr() as *mut Oid);
+        let plan = pg_sys::SPI_prepare_cursor(
+            sql.as_ptr(),
+            stmt.args.len() as i32,
+            stmt.args.as_ptr() as *mut Oid,
+            pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
+        );
         if plan.is_null() {
             pgrx::error!("dlock: could not prepare internal statement: {}", stmt.sql);
         }
