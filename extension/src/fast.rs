@@ -289,10 +289,20 @@ impl Table {
         }
     }
 
-    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry).
+    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry). Never
+    /// carries into the epoch bits: an epoch nobody drew could repeat one drawn later.
     fn next_fence(&self) -> Option<i64> {
-        let fence = self.shared().fence.fetch_add(1, Ordering::AcqRel) + 1;
-        (fence & COUNTER_MAX != 0 && fence >> COUNTER_BITS != 0).then_some(fence as i64)
+        let fence = &self.shared().fence;
+        let mut current = fence.load(Ordering::Acquire);
+        loop {
+            if current >> COUNTER_BITS == 0 || current & COUNTER_MAX == COUNTER_MAX {
+                return None;
+            }
+            match fence.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some((current + 1) as i64),
+                Err(seen) => current = seen,
+            }
+        }
     }
 
     /// Clears every expired entry (all partition locks, in order); how many it cleared.
@@ -358,6 +368,8 @@ enum Try {
     /// Busy until then (the holder's expiry, or the end of the lock-delay).
     Busy(Timestamp),
     Full,
+    /// The fence epoch ran out under us: try again (a new one is drawn first).
+    Again,
 }
 
 fn try_grant(table: &Table, key: &Key, req: &Request, now: Timestamp) -> Try {
@@ -395,7 +407,7 @@ fn try_grant(table: &Table, key: &Key, req: &Request, now: Timestamp) -> Try {
         let Some(fence) = t.next_fence() else {
             // The epoch ran out under us: leave the slot free (expired) and draw again.
             entry.expires_at = 0;
-            return Try::Busy(now);
+            return Try::Again;
         };
         entry.hash = key.hash;
         entry.database = key.database;
@@ -424,6 +436,7 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
         let busy_until = match try_grant(table, &key, req, now) {
             Try::Granted(fence) => break Some(fence),
             Try::Busy(until) => until,
+            Try::Again => continue,
             Try::Full if table.sweep(now) > 0 => continue,
             Try::Full => {
                 if sleeping {

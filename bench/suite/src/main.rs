@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use contenders::{ALL, Contender, Servers};
-use results::{Churn, Levelling, NO_ETCD, Results, Skip, Target, find, markdown};
+use results::{Bar, Churn, Levelling, NO_ETCD, Results, Skip, Target, find, markdown};
 use workloads::Point;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -210,14 +210,28 @@ async fn run(args: Args) -> Result<()> {
             full.latency.p50_us / empty.latency.p50_us,
         ));
     }
-    let targets = [(Contender::Redis, 0.5), (Contender::Advisory, 0.8)]
-        .into_iter()
-        .map(|(peer, at_least)| Target {
+    let mut targets = vec![Target {
+        what: "dlock (SQL, durable) / durable-commit ceiling, 8 clients".into(),
+        ratio: find(&uncontended, dlock, 8)
+            .zip(ceiling.iter().find(|p| p.clients == 8))
+            .map(|(d, c)| d.per_second / c.per_second),
+        bar: Bar::AtLeast(0.8),
+    }];
+    targets.extend([(Contender::Redis, 0.5), (Contender::Advisory, 0.8)].into_iter().map(|(peer, bar)| {
+        Target {
             what: format!("dlock (fast mode) / {}, 8 clients", peer.label()),
             ratio: ratio(&uncontended, Contender::DlockFast, peer, 8),
-            at_least,
-        })
-        .collect();
+            bar: Bar::AtLeast(bar),
+        }
+    }));
+    targets.push(Target {
+        what: "acquire p50 with 1M live leases / with none".into(),
+        ratio: scale
+            .first()
+            .zip(scale.last())
+            .map(|(empty, full)| full.latency.p50_us / empty.latency.p50_us),
+        bar: Bar::AtMost(1.5),
+    });
     let results = Results {
         environment: args.environment,
         uncontended,

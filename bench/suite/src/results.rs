@@ -70,7 +70,32 @@ impl Levelling {
 pub(crate) struct Target {
     pub(crate) what: String,
     pub(crate) ratio: Option<f64>,
-    pub(crate) at_least: f64,
+    pub(crate) bar: Bar,
+}
+
+/// Which side of its bar a ratio must be.
+#[derive(Serialize, Clone, Copy)]
+pub(crate) enum Bar {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Bar {
+    fn met(self, ratio: f64) -> bool {
+        match self {
+            Bar::AtLeast(bar) => ratio >= bar,
+            Bar::AtMost(bar) => ratio <= bar,
+        }
+    }
+}
+
+impl std::fmt::Display for Bar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bar::AtLeast(bar) => write!(f, "≥ {bar:.1}"),
+            Bar::AtMost(bar) => write!(f, "≤ {bar:.1}"),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -259,11 +284,11 @@ pub(crate) fn markdown(r: &Results) -> String {
     for t in &r.targets {
         match t.ratio {
             Some(x) => {
-                let met = if x >= t.at_least { "yes" } else { "no" };
-                let _ = writeln!(md, "| {} | {x:.2} | ≥ {:.1} | {met} |", t.what, t.at_least);
+                let met = if t.bar.met(x) { "yes" } else { "no" };
+                let _ = writeln!(md, "| {} | {x:.2} | {} | {met} |", t.what, t.bar);
             }
             None => {
-                let _ = writeln!(md, "| {} | — | ≥ {:.1} | not measured |", t.what, t.at_least);
+                let _ = writeln!(md, "| {} | — | {} | not measured |", t.what, t.bar);
             }
         }
     }
