@@ -87,7 +87,7 @@ if $perf_ok; then
     echo "|---|---:|"
     echo "| every postgres process | ${total_pg:-n/a} |"
     echo "| pgbench (the clients) | ${total_bench:-n/a} |"
-    for sym in PostgresMain exec_bind_message exec_execute_message pq_getbyte secure_write \
+    for sym in PostgresMain PortalRun pq_getbyte \
         fmgr_security_definer SPI_execute_snapshot GetCachedPlan standard_ExecutorStart \
         standard_ExecutorRun CommitTransactionCommand XLogFlush fdatasync LockAcquireExtended \
         nextval_internal; do
