@@ -72,6 +72,10 @@ struct Shared {
     /// Entries in the hash table, live or expired (expired ones are reused or swept).
     entries: AtomicU32,
     wake: [pg_sys::ConditionVariable; PARTITIONS],
+    /// Sessions sleeping (or about to) on each partition's condition variable: a release wakes
+    /// them only if there are any, sparing every release the variable's spinlock (which, under
+    /// contention on few cores, can back off for up to a second).
+    waiting: [AtomicU32; PARTITIONS],
 }
 
 struct Table {
@@ -132,6 +136,7 @@ unsafe extern "C-unwind" fn startup() {
             for cv in (*shared).wake.iter_mut() {
                 pg_sys::ConditionVariableInit(cv);
             }
+            std::ptr::addr_of_mut!((*shared).waiting).write(std::array::from_fn(|_| AtomicU32::new(0)));
         }
         let mut info: pg_sys::HASHCTL = std::mem::zeroed();
         info.keysize = std::mem::size_of::<u64>();
@@ -263,7 +268,13 @@ impl Table {
         }
     }
 
+    /// Wakes the sessions waiting on `key`'s partition, if any. Called after the change, with
+    /// the partition lock given back: a waiter counts itself before it re-checks under that
+    /// lock, so either it sees the change or we see it counted.
     fn wake(&self, key: &Key) {
+        if self.shared().waiting[key.part].load(Ordering::SeqCst) == 0 {
+            return;
+        }
         // SAFETY: a condition variable in shared memory.
         unsafe { pg_sys::ConditionVariableBroadcast(&self.shared().wake[key.part] as *const _ as *mut _) };
     }
@@ -440,8 +451,7 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
             Try::Full if table.sweep(now) > 0 => continue,
             Try::Full => {
                 if sleeping {
-                    // SAFETY: leaves the condition variable before raising.
-                    unsafe { pg_sys::ConditionVariableCancelSleep() };
+                    stop_waiting(table);
                 }
                 DlockError::FastTableFull { max: capacity() }.raise(F)
             }
@@ -450,7 +460,10 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
             break None;
         }
         if !sleeping {
-            // Registered before the next check, so a release between it and the sleep wakes us.
+            // Counted and registered before the next check, so a release between it and the
+            // sleep wakes us.
+            table.shared().waiting[key.part].fetch_add(1, Ordering::SeqCst);
+            WAITING_ON.with(|w| w.set(Some(key.part)));
             // SAFETY: a condition variable in shared memory.
             unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
             sleeping = true;
@@ -466,10 +479,34 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
         });
     };
     if sleeping {
-        // SAFETY: leaves the condition variable's wait list.
-        unsafe { pg_sys::ConditionVariableCancelSleep() };
+        stop_waiting(table);
     }
     outcome
+}
+
+thread_local! {
+    /// The partition this session counted itself waiting on, until it stops.
+    static WAITING_ON: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Leaves the condition variable's wait list and the count.
+fn stop_waiting(table: &Table) {
+    // SAFETY: leaves whatever condition variable this session prepared to sleep on.
+    unsafe { pg_sys::ConditionVariableCancelSleep() };
+    if let Some(part) = WAITING_ON.with(|w| w.take()) {
+        table.shared().waiting[part].fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// End of transaction: a wait that ended in an error (cancel, timeout) is no longer counted.
+pub fn reset() {
+    // SAFETY: written once by the postmaster before backends fork, read-only afterwards.
+    let table = unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() };
+    if WAITING_ON.with(|w| w.get()).is_some()
+        && let Some(table) = table
+    {
+        stop_waiting(table);
+    }
 }
 
 /// Runs `f` on the caller's live lease of `key`, if it holds one: `Err` for the right owner

@@ -66,6 +66,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             // A wait that ended in an error leaves nothing behind in its slot.
             waitslot::abandon();
             interrupt::reset();
+            crate::fast::reset();
             FORCED.with(|f| f.borrow_mut().clear());
             FREED.with(|f| f.borrow_mut().clear())
         }

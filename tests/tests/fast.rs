@@ -123,8 +123,17 @@ async fn a_waiter_wakes_on_release_and_at_expiry() {
     let holder = past_lock_delay(cluster).await;
     let (k, a) = (key(T, "k"), owner(T, "a"));
 
-    // Released after 300 ms: the waiter is granted long before the lease's 2 s would end.
+    // Released after 300 ms: the waiter is granted long before the lease's 2 s would end —
+    // also after another waiter on the key was cancelled (it leaves no trace behind).
     let held = acquire(&holder, &k, &a, "2s", "0").await.unwrap().unwrap();
+    let cancelled = cluster.connect().await;
+    let token = cancelled.cancel_token();
+    let k1 = k.clone();
+    let gone = tokio::spawn(async move { acquire(&cancelled, &k1, "gone", "2s", "5s").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    token.cancel_query(NoTls).await.unwrap();
+    let gone = within(Duration::from_secs(5), "cancelled waiter", gone).await.unwrap();
+    expect_sqlstate(gone, &SqlState::QUERY_CANCELED, "a cancelled fast wait");
     let waiter = cluster.connect().await;
     let (k2, b) = (k.clone(), owner(T, "b"));
     let task = tokio::spawn(async move {
