@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: dlock's story in about fifteen seconds, told through psql against a throwaway
 # cluster in $BUILD/demo — a race, a server-side wait, a renew, an expiry takeover with fencing,
-# the lease table, and a release refused to the wrong role. Expects `make install` first.
+# the lease table, a release refused to the wrong role, and fast mode. Expects `make install`
+# first.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,8 +17,9 @@ trap stop_cluster EXIT
 # The server must not inherit RUST_BACKTRACE: pgrx would append a Rust backtrace to the
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).
 # Preloaded, as production should run it: a release hands the key straight to its waiter.
+# dlock.fast_max_ttl is short here so that fast mode's lock-delay after start is over by step 7.
 eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
-  "shared_preload_libraries = 'dlock'")"
+  "shared_preload_libraries = 'dlock'" "dlock.fast_max_ttl = 5")"
 
 # One psql session reading SQL from stdin; errors stop it unless the caller says otherwise.
 sql() { psql -X -q -v ON_ERROR_STOP=1 -P footer=off -P null=NULL "$@"; }
@@ -112,6 +114,17 @@ SELECT dlock_release('payroll', 'alice:host1:7f3a');
 \echo '   SQLSTATE' :LAST_ERROR_SQLSTATE
 SQL
 ask -U alice <<<"SELECT '   alice releases her own lease: ' || dlock_release('payroll', 'alice:host1:7f3a')"
+
+sql <<'SQL'
+\echo
+\echo '-- 7. Fast mode: the same leases kept in shared memory, no WAL, for Redis-like speed.'
+\echo '--    After every server start no fast key is granted for dlock.fast_max_ttl (5 s here), so'
+\echo '--    leases from before a crash have run out first: this acquire waits out what is left.'
+SELECT dlock_fast_acquire('cache:rebuild', 'host7:4242:9f1c', '5 seconds', wait => '10 seconds') AS fast_fence;
+SELECT dlock_fast_acquire('cache:rebuild', 'host8:77:01ab', '5 seconds') AS other_owner;
+SELECT key, owner, fence, hold_count FROM dlock_fast_locks();
+SELECT dlock_fast_release('cache:rebuild', 'host7:4242:9f1c') AS released;
+SQL
 
 echo
 echo "== done: the demo cluster in $cluster is stopped on exit."
