@@ -29,30 +29,21 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-stop_redis() {
-  if [ -f "$redis_dir/redis.pid" ]; then
+# Stops the server whose pid file is $1, waiting up to $2 tenths of a second for it to exit.
+stop_pidfile() {
+  if [ -f "$1" ]; then
     local pid
-    pid=$(cat "$redis_dir/redis.pid")
+    pid=$(cat "$1")
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do
+    for _ in $(seq "$2"); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
-    rm -f "$redis_dir/redis.pid"
+    rm -f "$1"
   fi
 }
-stop_etcd() {
-  if [ -f "$etcd_dir/etcd.pid" ]; then
-    local pid
-    pid=$(cat "$etcd_dir/etcd.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    rm -f "$etcd_dir/etcd.pid"
-  fi
-}
+stop_redis() { stop_pidfile "$redis_dir/redis.pid" 50; }
+stop_etcd() { stop_pidfile "$etcd_dir/etcd.pid" 100; }
 stop_all() {
   bash "$cluster_sh" stop "$cluster" fast
   stop_redis
