@@ -1,0 +1,255 @@
+//! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
+//! the live leases.
+
+use super::table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
+use crate::args::Micros;
+use crate::current::now;
+use crate::error::DlockError;
+use crate::lease::Timestamp;
+use pgrx::pg_sys;
+use std::sync::atomic::Ordering;
+
+/// Who asks, and for how long.
+pub struct Request<'a> {
+    pub key: &'a str,
+    pub owner: &'a str,
+    pub role: u32,
+    pub ttl: Micros,
+}
+
+enum Try {
+    Granted(i64),
+    /// Busy until then (the holder's expiry, or the end of the lock-delay).
+    Busy(Timestamp),
+    Full,
+    /// The fence epoch ran out under us: try again (a new one is drawn first).
+    Again,
+}
+
+fn try_grant(table: &Table, key: &Key, req: &Request, now: Timestamp) -> Try {
+    let delay_ends = table.shared().started_at.saturating_add(max_ttl_us());
+    if now < delay_ends {
+        return Try::Busy(delay_ends);
+    }
+    table.ensure_epoch();
+    table.locked(key, |t| {
+        let (entry, found) = t.find(key, pg_sys::HASHACTION::HASH_FIND);
+        let entry = match entry {
+            Some(e) if found && e.expires_at > now => {
+                let same = key.owns(e)
+                    && &e.owner[..e.owner_len as usize] == req.owner.as_bytes()
+                    && e.role == req.role;
+                if !same {
+                    return Try::Busy(e.expires_at);
+                }
+                // Reentry by the holder: one more hold, and the new ttl.
+                e.hold_count += 1;
+                e.expires_at = now.saturating_add(req.ttl);
+                return Try::Granted(e.fence);
+            }
+            Some(e) => e,
+            None => {
+                if t.shared().entries.load(Ordering::Acquire) as usize >= capacity() {
+                    return Try::Full;
+                }
+                let (entry, _) = t.find(key, pg_sys::HASHACTION::HASH_ENTER_NULL);
+                let Some(entry) = entry else { return Try::Full };
+                t.shared().entries.fetch_add(1, Ordering::AcqRel);
+                entry
+            }
+        };
+        let Some(fence) = t.next_fence() else {
+            // The epoch ran out under us: leave the slot free (expired) and draw again.
+            entry.expires_at = 0;
+            return Try::Again;
+        };
+        entry.hash = key.hash;
+        entry.database = key.database;
+        entry.key_len = key.text.len() as u16;
+        entry.key[..key.text.len()].copy_from_slice(key.text.as_bytes());
+        entry.owner_len = req.owner.len() as u16;
+        entry.owner[..req.owner.len()].copy_from_slice(req.owner.as_bytes());
+        entry.role = req.role;
+        entry.hold_count = 1;
+        entry.fence = fence;
+        entry.expires_at = now.saturating_add(req.ttl);
+        Try::Granted(fence)
+    })
+}
+
+/// `dlock_fast_acquire`: the fence, or `None` when `wait` ran out first.
+pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
+    const F: &str = "dlock_fast_acquire";
+    let table = table(F);
+    let key = Key::new(req.key);
+    let deadline = wait.map(|w| now().saturating_add(w));
+    let cv = &table.shared().wake[key.part] as *const _ as *mut pg_sys::ConditionVariable;
+    let mut sleeping = false;
+    let outcome = loop {
+        let now = now();
+        let busy_until = match try_grant(table, &key, req, now) {
+            Try::Granted(fence) => break Some(fence),
+            Try::Busy(until) => until,
+            Try::Again => continue,
+            Try::Full if table.sweep(now) > 0 => continue,
+            Try::Full => {
+                if sleeping {
+                    stop_waiting(table);
+                }
+                DlockError::FastTableFull { max: capacity() }.raise(F)
+            }
+        };
+        if deadline.is_some_and(|d| now >= d) {
+            break None;
+        }
+        if !sleeping {
+            // Counted and registered before the next check, so a release between it and the
+            // sleep wakes us.
+            table.shared().waiting[key.part].fetch_add(1, Ordering::SeqCst);
+            WAITING_ON.with(|w| w.set(Some(key.part)));
+            // SAFETY: a condition variable in shared memory.
+            unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
+            sleeping = true;
+            continue;
+        }
+        // Sleep until a release wakes us, the holder's expiry or our deadline; a client that
+        // hangs up meanwhile ends the backend (its socket signals, see `interrupt.rs`).
+        let until = deadline.map_or(busy_until, |d| d.min(busy_until));
+        let ms = ((until - now + 999) / 1000).clamp(1, i64::from(i32::MAX));
+        // SAFETY: the standard condition variable wait; interrupts are served inside.
+        crate::lockwait::watching_client(|| unsafe {
+            pg_sys::ConditionVariableTimedSleep(cv, ms, pg_sys::PG_WAIT_EXTENSION)
+        });
+    };
+    if sleeping {
+        stop_waiting(table);
+    }
+    outcome
+}
+
+thread_local! {
+    /// The partition this session counted itself waiting on, until it stops.
+    static WAITING_ON: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Leaves the condition variable's wait list and the count.
+fn stop_waiting(table: &Table) {
+    // SAFETY: leaves whatever condition variable this session prepared to sleep on.
+    unsafe { pg_sys::ConditionVariableCancelSleep() };
+    if let Some(part) = WAITING_ON.with(|w| w.take()) {
+        table.shared().waiting[part].fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// End of transaction: a wait that ended in an error (cancel, timeout) is no longer counted.
+pub fn reset() {
+    if WAITING_ON.with(|w| w.get()).is_some()
+        && let Some(table) = preloaded()
+    {
+        stop_waiting(table);
+    }
+}
+
+/// Runs `f` on the caller's live lease of `key`, if it holds one: `Err` for the right owner
+/// under another role (unless admin).
+fn with_own<R>(
+    function: &'static str,
+    action: &'static str,
+    key_text: &str,
+    owner: &str,
+    role: u32,
+    admin: bool,
+    f: impl FnOnce(&mut Entry, Timestamp) -> R,
+) -> Result<Option<R>, DlockError> {
+    let table = table(function);
+    let key = Key::new(key_text);
+    let now = now();
+    let result = table.locked(&key, |t| {
+        let (entry, found) = t.find(&key, pg_sys::HASHACTION::HASH_FIND);
+        match entry {
+            Some(e)
+                if found
+                    && e.expires_at > now
+                    && key.owns(e)
+                    && &e.owner[..e.owner_len as usize] == owner.as_bytes() =>
+            {
+                if e.role != role && !admin {
+                    return Err(DlockError::ForeignRole { action });
+                }
+                Ok(Some(f(e, now)))
+            }
+            _ => Ok(None),
+        }
+    });
+    if result.as_ref().is_ok_and(Option::is_some) {
+        table.wake(&key);
+    }
+    result
+}
+
+/// `dlock_fast_release`: gives back one hold; whether the caller held the key.
+pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, DlockError> {
+    let released = with_own("dlock_fast_release", "release", key, owner, role, admin, |e, _| {
+        e.hold_count -= 1;
+        if e.hold_count == 0 {
+            // Expired now: the slot is free for the next taker, and reclaimed by a sweep.
+            e.expires_at = 0;
+        }
+    })?;
+    Ok(released.is_some())
+}
+
+/// `dlock_fast_renew`: the new expiry, or `None` if the caller does not hold the key.
+pub fn renew(
+    key: &str,
+    owner: &str,
+    role: u32,
+    admin: bool,
+    ttl: Micros,
+) -> Result<Option<Timestamp>, DlockError> {
+    with_own("dlock_fast_renew", "renew", key, owner, role, admin, |e, now| {
+        e.expires_at = now.saturating_add(ttl);
+        e.expires_at
+    })
+}
+
+/// `dlock_fast_holds`: whether the live fast lease on `key` carries `fence`.
+pub fn holds(key_text: &str, fence: i64) -> bool {
+    let table = table("dlock_fast_holds");
+    let key = Key::new(key_text);
+    let now = now();
+    table.locked(&key, |t| match t.find(&key, pg_sys::HASHACTION::HASH_FIND) {
+        (Some(e), true) => e.expires_at > now && key.owns(e) && e.fence == fence,
+        _ => false,
+    })
+}
+
+/// A live fast lease, as `dlock_fast_locks` shows it.
+pub struct Row {
+    pub key: String,
+    pub owner: String,
+    pub role: u32,
+    pub fence: i64,
+    pub hold_count: i32,
+    pub expires_at: Timestamp,
+}
+
+/// Every live fast lease of this database.
+pub fn live() -> Vec<Row> {
+    let table = table("dlock_fast_locks");
+    let (now, database) = (now(), current_database());
+    let mut rows = Vec::new();
+    table.scan(|e| {
+        if e.expires_at > now && e.database == database {
+            rows.push(Row {
+                key: String::from_utf8_lossy(&e.key[..e.key_len as usize]).into_owned(),
+                owner: String::from_utf8_lossy(&e.owner[..e.owner_len as usize]).into_owned(),
+                role: e.role,
+                fence: e.fence,
+                hold_count: e.hold_count,
+                expires_at: e.expires_at,
+            });
+        }
+    });
+    rows
+}

@@ -1,0 +1,369 @@
+//! Fast mode's table in shared memory: its settings, the partitioned hash of entries, the
+//! partition locks and condition variables, the lock-delay's start and the fence epochs.
+
+use crate::args::Micros;
+use crate::error::DlockError;
+use crate::keylock::key_hash;
+use crate::lease::Timestamp;
+use pgrx::pg_sys;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::heap::nextval_internal;
+
+/// Longest fast key and owner, in bytes (entries are fixed-size in shared memory).
+pub const MAX_KEY_BYTES: usize = 256;
+pub const MAX_OWNER_BYTES: usize = 128;
+
+const PARTITIONS: usize = 16;
+const TRANCHE: &CStr = c"dlock fast";
+const COUNTER_BITS: u32 = 20;
+const COUNTER_MAX: u64 = (1 << COUNTER_BITS) - 1;
+/// Draw the next epoch this many grants before the counter runs out, so that racing grants
+/// rarely find it exhausted.
+const COUNTER_MARGIN: u64 = 4096;
+
+static MAX_LEASES: GucSetting<i32> = GucSetting::<i32>::new(16384);
+static MAX_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
+
+#[repr(C)]
+pub(super) struct Entry {
+    /// The hash table's key: the key's 64-bit hash.
+    pub(super) hash: u64,
+    pub(super) database: u32,
+    pub(super) key_len: u16,
+    pub(super) owner_len: u16,
+    pub(super) role: u32,
+    pub(super) hold_count: i32,
+    pub(super) fence: i64,
+    pub(super) expires_at: Timestamp,
+    pub(super) key: [u8; MAX_KEY_BYTES],
+    pub(super) owner: [u8; MAX_OWNER_BYTES],
+}
+
+#[repr(C)]
+pub(super) struct Shared {
+    /// When this server's shared memory was set up: the lock-delay starts here.
+    pub(super) started_at: Timestamp,
+    /// `epoch << COUNTER_BITS | n` of the last fence handed out (epoch 0: none drawn yet).
+    pub(super) fence: AtomicU64,
+    /// Entries in the hash table, live or expired (expired ones are reused or swept).
+    pub(super) entries: AtomicU32,
+    pub(super) wake: [pg_sys::ConditionVariable; PARTITIONS],
+    /// Sessions sleeping (or about to) on each partition's condition variable: a release wakes
+    /// them only if there are any, sparing every release the variable's spinlock (which, under
+    /// contention on few cores, can back off for up to a second).
+    pub(super) waiting: [AtomicU32; PARTITIONS],
+}
+
+pub(super) struct Table {
+    shared: *mut Shared,
+    hash: *mut pg_sys::HTAB,
+    /// PARTITIONS partition locks, then the epoch lock.
+    locks: *mut pg_sys::LWLockPadded,
+}
+
+static mut TABLE: Option<Table> = None;
+static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+pub(super) fn capacity() -> usize {
+    MAX_LEASES.get().max(1) as usize
+}
+
+/// `dlock.fast_max_ttl` in microseconds.
+pub fn max_ttl_us() -> Micros {
+    i64::from(MAX_TTL_S.get()) * 1_000_000
+}
+
+/// `dlock.fast_max_ttl` as set, for messages.
+pub fn max_ttl_text() -> String {
+    format!("{} s", MAX_TTL_S.get())
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn request() {
+    // SAFETY: the postmaster's shared memory request phase.
+    unsafe {
+        if let Some(prev) = PREV_REQUEST {
+            prev();
+        }
+        let entries = pg_sys::hash_estimate_size(capacity() as i64, std::mem::size_of::<Entry>());
+        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>() + entries);
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), PARTITIONS as i32 + 1);
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn startup() {
+    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
+    unsafe {
+        if let Some(prev) = PREV_STARTUP {
+            prev();
+        }
+        let mut found = false;
+        let shared =
+            pg_sys::ShmemInitStruct(c"dlock fast state".as_ptr(), std::mem::size_of::<Shared>(), &mut found)
+                as *mut Shared;
+        if !found {
+            std::ptr::addr_of_mut!((*shared).started_at).write(pg_sys::GetCurrentTimestamp());
+            std::ptr::addr_of_mut!((*shared).fence).write(AtomicU64::new(0));
+            std::ptr::addr_of_mut!((*shared).entries).write(AtomicU32::new(0));
+            for cv in (*shared).wake.iter_mut() {
+                pg_sys::ConditionVariableInit(cv);
+            }
+            std::ptr::addr_of_mut!((*shared).waiting).write(std::array::from_fn(|_| AtomicU32::new(0)));
+        }
+        let mut info: pg_sys::HASHCTL = std::mem::zeroed();
+        info.keysize = std::mem::size_of::<u64>();
+        info.entrysize = std::mem::size_of::<Entry>();
+        info.num_partitions = PARTITIONS as i64;
+        let hash = pg_sys::ShmemInitHash(
+            c"dlock fast leases".as_ptr(),
+            capacity() as i64,
+            capacity() as i64,
+            &mut info,
+            (pg_sys::HASH_ELEM | pg_sys::HASH_BLOBS | pg_sys::HASH_PARTITION) as i32,
+        );
+        TABLE = Some(Table { shared, hash, locks: pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr()) });
+    }
+}
+
+/// Defines the fast-mode settings and asks for the table; from `_PG_init`, only while
+/// preloading (server-start settings can only be defined then).
+pub fn request_at_preload() {
+    // SAFETY: hooks chained once, in the postmaster.
+    unsafe {
+        if !pg_sys::process_shared_preload_libraries_in_progress {
+            return;
+        }
+        GucRegistry::define_int_guc(
+            c"dlock.fast_max_leases",
+            c"How many fast-mode leases shared memory holds.",
+            c"Each takes about 450 bytes. A fast acquire of a new key when the table is full \
+              (after expired leases are cleared) fails with SQLSTATE 53400.",
+            &MAX_LEASES,
+            1,
+            i32::MAX / 2,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+        GucRegistry::define_int_guc(
+            c"dlock.fast_max_ttl",
+            c"Longest ttl of a fast-mode lease; also the lock-delay after every server start.",
+            c"No fast key is granted for this long after the server starts, so that leases \
+              granted before a restart or crash have run out first.",
+            &MAX_TTL_S,
+            1,
+            86_400,
+            GucContext::Postmaster,
+            GucFlags::UNIT_S,
+        );
+        PREV_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request);
+        PREV_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(startup);
+    }
+}
+
+/// The table, if dlock was preloaded.
+pub(super) fn preloaded() -> Option<&'static Table> {
+    // SAFETY: written once by the postmaster before backends fork, read-only afterwards.
+    unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
+}
+
+/// The table for a fast-mode call: 55000 without preload, 25006 on a standby.
+pub(super) fn table(function: &'static str) -> &'static Table {
+    let Some(table) = preloaded() else { DlockError::NotPreloaded.raise(function) };
+    // SAFETY: reads shared state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        DlockError::OnStandby.raise(function);
+    }
+    table
+}
+
+/// The key a call is about: its text, hash, and partition.
+pub(super) struct Key<'a> {
+    pub(super) text: &'a str,
+    pub(super) database: u32,
+    pub(super) hash: u64,
+    pub(super) part: usize,
+}
+
+impl<'a> Key<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        let database = current_database();
+        let hash = key_hash(text) ^ u64::from(database).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Key { text, database, hash, part: (hash as u32 as usize) % PARTITIONS }
+    }
+
+    /// Whether `entry` is this key's (and not one that shares its hash).
+    pub(super) fn owns(&self, entry: &Entry) -> bool {
+        entry.database == self.database && &entry.key[..entry.key_len as usize] == self.text.as_bytes()
+    }
+}
+
+pub(super) fn current_database() -> u32 {
+    // SAFETY: set for every backend that runs SQL.
+    unsafe { pg_sys::MyDatabaseId }.to_u32()
+}
+
+impl Table {
+    pub(super) fn lock(&self, index: usize) -> *mut pg_sys::LWLock {
+        // SAFETY: the tranche has PARTITIONS + 1 locks.
+        unsafe { &mut (*self.locks.add(index)).lock }
+    }
+
+    pub(super) fn shared(&self) -> &Shared {
+        // SAFETY: initialised at startup; only atomics and CVs are touched after.
+        unsafe { &*self.shared }
+    }
+
+    /// Runs `f` under the partition lock of `key` (`f` never errors out).
+    pub(super) fn locked<R>(&self, key: &Key, f: impl FnOnce(&Table) -> R) -> R {
+        // SAFETY: LWLocks are released by the abort path should anything below fail.
+        unsafe {
+            pg_sys::LWLockAcquire(self.lock(key.part), pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let result = f(self);
+            pg_sys::LWLockRelease(self.lock(key.part));
+            result
+        }
+    }
+
+    /// The entry of `key` (caller holds its partition lock, which is what makes it ours to
+    /// change).
+    #[allow(clippy::mut_from_ref)]
+    pub(super) fn find(&self, key: &Key, action: pg_sys::HASHACTION::Type) -> (Option<&mut Entry>, bool) {
+        let mut found = false;
+        // SAFETY: a shared partitioned table, searched with the hash code of its own key bytes
+        // (always computed the same way, so lookups agree), under the partition's lock.
+        unsafe {
+            let entry = pg_sys::hash_search_with_hash_value(
+                self.hash,
+                &key.hash as *const u64 as *const std::ffi::c_void,
+                key.hash as u32,
+                action,
+                &mut found,
+            ) as *mut Entry;
+            (entry.as_mut(), found)
+        }
+    }
+
+    /// Wakes the sessions waiting on `key`'s partition, if any. Called after the change, with
+    /// the partition lock given back: a waiter counts itself before it re-checks under that
+    /// lock, so either it sees the change or we see it counted.
+    pub(super) fn wake(&self, key: &Key) {
+        if self.shared().waiting[key.part].load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        // SAFETY: a condition variable in shared memory.
+        unsafe { pg_sys::ConditionVariableBroadcast(&self.shared().wake[key.part] as *const _ as *mut _) };
+    }
+
+    /// The next fence, drawing a new epoch first when needed (never under a partition lock:
+    /// drawing flushes WAL).
+    pub(super) fn ensure_epoch(&self) {
+        let state = self.shared().fence.load(Ordering::Acquire);
+        if state >> COUNTER_BITS != 0 && state & COUNTER_MAX < COUNTER_MAX - COUNTER_MARGIN {
+            return;
+        }
+        let epoch_lock = self.lock(PARTITIONS);
+        // SAFETY: the epoch lock serialises draws; nextval and the flush may error out, and the
+        // abort path releases the lock.
+        unsafe {
+            pg_sys::LWLockAcquire(epoch_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let state = self.shared().fence.load(Ordering::Acquire);
+            if state >> COUNTER_BITS == 0 || state & COUNTER_MAX >= COUNTER_MAX - COUNTER_MARGIN {
+                let epoch = draw_epoch();
+                self.shared().fence.store(epoch << COUNTER_BITS, Ordering::Release);
+            }
+            pg_sys::LWLockRelease(epoch_lock);
+        }
+    }
+
+    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry). Never
+    /// carries into the epoch bits: an epoch nobody drew could repeat one drawn later.
+    pub(super) fn next_fence(&self) -> Option<i64> {
+        let fence = &self.shared().fence;
+        let mut current = fence.load(Ordering::Acquire);
+        loop {
+            if current >> COUNTER_BITS == 0 || current & COUNTER_MAX == COUNTER_MAX {
+                return None;
+            }
+            match fence.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some((current + 1) as i64),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Runs `f` on every entry, holding every partition lock (shared); `f` must not fail.
+    pub(super) fn scan(&self, mut f: impl FnMut(&Entry)) {
+        // SAFETY: a scan of the shared table under all its partition locks.
+        unsafe {
+            for i in 0..PARTITIONS {
+                pg_sys::LWLockAcquire(self.lock(i), pg_sys::LWLockMode::LW_SHARED);
+            }
+            let mut status: pg_sys::HASH_SEQ_STATUS = std::mem::zeroed();
+            pg_sys::hash_seq_init(&mut status, self.hash);
+            loop {
+                let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
+                let Some(entry) = entry.as_ref() else { break };
+                f(entry);
+            }
+            for i in (0..PARTITIONS).rev() {
+                pg_sys::LWLockRelease(self.lock(i));
+            }
+        }
+    }
+
+    /// Clears every expired entry (all partition locks, in order); how many it cleared.
+    pub(super) fn sweep(&self, now: Timestamp) -> usize {
+        // SAFETY: holding every partition lock, the table may be scanned and changed.
+        unsafe {
+            for i in 0..PARTITIONS {
+                pg_sys::LWLockAcquire(self.lock(i), pg_sys::LWLockMode::LW_EXCLUSIVE);
+            }
+            let mut dead = Vec::new();
+            let mut status: pg_sys::HASH_SEQ_STATUS = std::mem::zeroed();
+            pg_sys::hash_seq_init(&mut status, self.hash);
+            loop {
+                let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
+                let Some(entry) = entry.as_ref() else { break };
+                if entry.expires_at <= now {
+                    dead.push(entry.hash);
+                }
+            }
+            for hash in &dead {
+                pg_sys::hash_search_with_hash_value(
+                    self.hash,
+                    hash as *const u64 as *const std::ffi::c_void,
+                    *hash as u32,
+                    pg_sys::HASHACTION::HASH_REMOVE,
+                    std::ptr::null_mut(),
+                );
+            }
+            self.shared().entries.fetch_sub(dead.len() as u32, Ordering::AcqRel);
+            for i in (0..PARTITIONS).rev() {
+                pg_sys::LWLockRelease(self.lock(i));
+            }
+            dead.len()
+        }
+    }
+}
+
+/// Draws a fence epoch from the fence sequence, flushed and replicated before use.
+unsafe fn draw_epoch() -> u64 {
+    // SAFETY: catalog lookups and nextval inside the caller's transaction; the sequence is the
+    // extension's own, so no permission check applies; then the WAL machinery's own waits.
+    unsafe {
+        let schema = pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), false);
+        let seq = pg_sys::get_relname_relid(c"fence_seq".as_ptr(), schema);
+        let epoch = nextval_internal(seq, false);
+        let lsn = pg_sys::GetXLogInsertRecPtr();
+        pg_sys::XLogFlush(lsn);
+        pg_sys::SyncRepWaitForLSN(lsn, false);
+        epoch as u64
+    }
+}
