@@ -81,7 +81,8 @@ pub fn install() {
     }
 }
 
-fn client_socket() -> Option<libc::c_int> {
+/// The client's socket, if this backend serves a client.
+pub(crate) fn client_socket() -> Option<libc::c_int> {
     // SAFETY: MyProcPort is null outside client backends; `sock` is the first field of
     // libpq-be.h's `struct Port` (opaque to pgrx).
     unsafe {

@@ -26,6 +26,7 @@ mod pending;
 mod queue;
 mod role;
 mod session;
+mod shmem;
 mod spi;
 mod store;
 mod sweep;
@@ -45,8 +46,7 @@ pub extern "C-unwind" fn _PG_init() {
     durability::register_callbacks();
     handoff::register_callbacks();
     watch::register_callbacks();
-    waitslot::request_at_preload();
-    fast::request_at_preload();
+    shmem::request_at_preload();
     interrupt::install();
 }
 

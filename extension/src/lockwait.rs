@@ -102,15 +102,11 @@ pub fn acquire_until_poked(
         return true;
     }
     let Some(deadline) = deadline else {
-        // SAFETY: GUC nest level opened and closed around the wait; an error restores it.
-        unsafe {
-            let level = pg_sys::NewGUCNestLevel();
-            set_guc(c"lock_timeout", "0");
-            watch_client();
-            keylock::acquire(tag, mode, false, true);
-            interrupt::disarm_socket();
-            pg_sys::AtEOXact_GUC(true, level);
-        }
+        watching_client(|| {
+            // SAFETY: inside the nest level `watching_client` opened.
+            unsafe { set_guc(c"lock_timeout", "0") };
+            keylock::acquire(tag, mode, false, true)
+        });
         return true;
     };
     let left_ms = (deadline - now() + 999) / 1000;

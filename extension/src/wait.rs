@@ -159,14 +159,10 @@ pub fn try_once(
     }
 }
 
-/// The client's socket, if this backend serves a client.
+/// The client's socket, if this backend serves a client and can see it close.
 fn client_socket() -> Option<pg_sys::pgsocket> {
-    // SAFETY: MyProcPort is null outside client backends; `sock` is the first field of
-    // libpq-be.h's `struct Port` (opaque to pgrx).
-    unsafe {
-        let port = pg_sys::MyProcPort;
-        (!port.is_null() && pg_sys::WaitEventSetCanReportClosed()).then(|| *(port as *const pg_sys::pgsocket))
-    }
+    // SAFETY: asks whether the platform's wait events report a closed socket.
+    interrupt::client_socket().filter(|_| unsafe { pg_sys::WaitEventSetCanReportClosed() })
 }
 
 /// Waits for the latch, the client hanging up, or `timeout_ms` (`None`: no limit); then serves

@@ -66,8 +66,6 @@ struct Table {
 }
 
 static mut TABLE: Option<Table> = None;
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
 /// `dlock.wait_slots`: -1 means one per backend.
 static WAIT_SLOTS: GucSetting<i32> = GucSetting::<i32>::new(-1);
@@ -93,25 +91,19 @@ fn layout(procs: usize, len: usize) -> (usize, usize, usize, usize) {
     (by_proc, free, slots, slots + len * std::mem::size_of::<Slot>())
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn request() {
+/// Asks for the table's memory and lock (`shmem.rs`'s request hook).
+pub(crate) fn request() {
     // SAFETY: the postmaster's shared memory request phase.
     unsafe {
-        if let Some(prev) = PREV_REQUEST {
-            prev();
-        }
         pg_sys::RequestAddinShmemSpace(layout(proc_count(), slot_count()).3);
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn startup() {
+/// Sets the table up (`shmem.rs`'s startup hook).
+pub(crate) fn startup() {
     // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
     unsafe {
-        if let Some(prev) = PREV_STARTUP {
-            prev();
-        }
         let (procs, len) = (proc_count(), slot_count());
         let (by_proc, free, slots, size) = layout(procs, len);
         let mut found = false;
@@ -140,31 +132,20 @@ unsafe extern "C-unwind" fn startup() {
     }
 }
 
-/// Defines `dlock.wait_slots` and asks for the table; from `_PG_init`, and only while
-/// preloading (a server-start setting can only be defined then).
-pub fn request_at_preload() {
-    // SAFETY: hooks chained once, in the postmaster.
-    unsafe {
-        if !pg_sys::process_shared_preload_libraries_in_progress {
-            return;
-        }
-        GucRegistry::define_int_guc(
-            c"dlock.wait_slots",
-            c"Slots of the wait table for direct hand-off (-1: one per backend).",
-            c"Each key that has waiters uses one slot for its queue's head. A head that finds the \
-              table full is still served, but grants itself when woken (one more WAL flush), as \
-              without shared_preload_libraries. Each slot takes about 1.3 kB of shared memory.",
-            &WAIT_SLOTS,
-            -1,
-            i32::MAX,
-            GucContext::Postmaster,
-            GucFlags::default(),
-        );
-        PREV_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(startup);
-    }
+/// Defines `dlock.wait_slots` (`shmem.rs`, while preloading).
+pub(crate) fn define_settings() {
+    GucRegistry::define_int_guc(
+        c"dlock.wait_slots",
+        c"Slots of the wait table for direct hand-off (-1: one per backend).",
+        c"Each key that has waiters uses one slot for its queue's head. A head that finds the \
+          table full is still served, but grants itself when woken (one more WAL flush), as \
+          without shared_preload_libraries. Each slot takes about 1.3 kB of shared memory.",
+        &WAIT_SLOTS,
+        -1,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
 }
 
 /// Whether the table exists (dlock was preloaded).

@@ -27,4 +27,5 @@ mod ops;
 mod table;
 
 pub use ops::{Request, acquire, holds, live, release, renew, reset};
-pub use table::{MAX_KEY_BYTES, MAX_OWNER_BYTES, max_ttl_text, max_ttl_us, request_at_preload};
+pub use table::{MAX_KEY_BYTES, MAX_OWNER_BYTES, max_ttl_text, max_ttl_us};
+pub(crate) use table::{define_settings, request, startup};

@@ -150,8 +150,9 @@ pub fn reset() {
     }
 }
 
-/// Runs `f` on the caller's live lease of `key`, if it holds one: `Err` for the right owner
-/// under another role (unless admin).
+/// Runs `f` on the caller's live lease of `key`, if it holds one, and wakes the key's waiters
+/// if `f` says the change concerns them: `Err` for the right owner under another role (unless
+/// admin).
 fn with_own<R>(
     function: &'static str,
     action: &'static str,
@@ -159,7 +160,7 @@ fn with_own<R>(
     owner: &str,
     role: u32,
     admin: bool,
-    f: impl FnOnce(&mut Entry, Timestamp) -> R,
+    f: impl FnOnce(&mut Entry, Timestamp) -> (R, bool),
 ) -> Result<Option<R>, DlockError> {
     let table = table(function);
     let key = Key::new(key_text);
@@ -181,7 +182,11 @@ fn with_own<R>(
             _ => Ok(None),
         }
     });
-    if result.as_ref().is_ok_and(Option::is_some) {
+    let (result, wake) = match result {
+        Ok(Some((r, wake))) => (Ok(Some(r)), wake),
+        other => (other.map(|_| None), false),
+    };
+    if wake {
         table.wake(&key);
     }
     result
@@ -191,10 +196,12 @@ fn with_own<R>(
 pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, DlockError> {
     let released = with_own("dlock_fast_release", "release", key, owner, role, admin, |e, _| {
         e.hold_count -= 1;
-        if e.hold_count == 0 {
+        let freed = e.hold_count == 0;
+        if freed {
             // Expired now: the slot is free for the next taker, and reclaimed by a sweep.
             e.expires_at = 0;
         }
+        ((), freed)
     })?;
     Ok(released.is_some())
 }
@@ -208,8 +215,11 @@ pub fn renew(
     ttl: Micros,
 ) -> Result<Option<Timestamp>, DlockError> {
     with_own("dlock_fast_renew", "renew", key, owner, role, admin, |e, now| {
-        e.expires_at = now.saturating_add(ttl);
-        e.expires_at
+        let expires_at = now.saturating_add(ttl);
+        // A shorter lease moves the waiters' deadline earlier: wake them to sleep less.
+        let shorter = expires_at < e.expires_at;
+        e.expires_at = expires_at;
+        (expires_at, shorter)
     })
 }
 

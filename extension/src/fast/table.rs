@@ -65,8 +65,6 @@ pub(super) struct Table {
 }
 
 static mut TABLE: Option<Table> = None;
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
 pub(super) fn capacity() -> usize {
     MAX_LEASES.get().max(1) as usize
@@ -82,26 +80,20 @@ pub fn max_ttl_text() -> String {
     format!("{} s", MAX_TTL_S.get())
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn request() {
+/// Asks for the table's memory and locks (`shmem.rs`'s request hook).
+pub(crate) fn request() {
     // SAFETY: the postmaster's shared memory request phase.
     unsafe {
-        if let Some(prev) = PREV_REQUEST {
-            prev();
-        }
         let entries = pg_sys::hash_estimate_size(capacity() as i64, std::mem::size_of::<Entry>());
         pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>() + entries);
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), PARTITIONS as i32 + 1);
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn startup() {
+/// Sets the table up (`shmem.rs`'s startup hook).
+pub(crate) fn startup() {
     // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
     unsafe {
-        if let Some(prev) = PREV_STARTUP {
-            prev();
-        }
         let mut found = false;
         let shared =
             pg_sys::ShmemInitStruct(c"dlock fast state".as_ptr(), std::mem::size_of::<Shared>(), &mut found)
@@ -130,41 +122,30 @@ unsafe extern "C-unwind" fn startup() {
     }
 }
 
-/// Defines the fast-mode settings and asks for the table; from `_PG_init`, only while
-/// preloading (server-start settings can only be defined then).
-pub fn request_at_preload() {
-    // SAFETY: hooks chained once, in the postmaster.
-    unsafe {
-        if !pg_sys::process_shared_preload_libraries_in_progress {
-            return;
-        }
-        GucRegistry::define_int_guc(
-            c"dlock.fast_max_leases",
-            c"How many fast-mode leases shared memory holds.",
-            c"Each takes about 450 bytes. A fast acquire of a new key when the table is full \
-              (after expired leases are cleared) fails with SQLSTATE 53400.",
-            &MAX_LEASES,
-            1,
-            i32::MAX / 2,
-            GucContext::Postmaster,
-            GucFlags::default(),
-        );
-        GucRegistry::define_int_guc(
-            c"dlock.fast_max_ttl",
-            c"Longest ttl of a fast-mode lease; also the lock-delay after every server start.",
-            c"No fast key is granted for this long after the server starts, so that leases \
-              granted before a restart or crash have run out first.",
-            &MAX_TTL_S,
-            1,
-            86_400,
-            GucContext::Postmaster,
-            GucFlags::UNIT_S,
-        );
-        PREV_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(startup);
-    }
+/// Defines the fast-mode settings (`shmem.rs`, while preloading).
+pub(crate) fn define_settings() {
+    GucRegistry::define_int_guc(
+        c"dlock.fast_max_leases",
+        c"How many fast-mode leases shared memory holds.",
+        c"Each takes about 450 bytes. A fast acquire of a new key when the table is full \
+          (after expired leases are cleared) fails with SQLSTATE 53400.",
+        &MAX_LEASES,
+        1,
+        i32::MAX / 2,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dlock.fast_max_ttl",
+        c"Longest ttl of a fast-mode lease; also the lock-delay after every server start.",
+        c"No fast key is granted for this long after the server starts, so that leases \
+          granted before a restart or crash have run out first.",
+        &MAX_TTL_S,
+        1,
+        86_400,
+        GucContext::Postmaster,
+        GucFlags::UNIT_S,
+    );
 }
 
 /// The table, if dlock was preloaded.
