@@ -59,12 +59,14 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             for hash in FORCED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
                 queue::poke_head(hash);
             }
+            queue::end_of_transaction();
             interrupt::reset();
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE => {
             waitslot::settle(false);
             // A wait that ended in an error leaves nothing behind in its slot.
             waitslot::abandon();
+            queue::end_of_transaction();
             interrupt::reset();
             crate::fast::reset();
             FORCED.with(|f| f.borrow_mut().clear());
@@ -99,11 +101,28 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64) {
     waitslot::offer(ticket, fence);
 }
 
-/// Registers the commit callback; called once from `_PG_init`.
+/// A hand-off written in a savepoint that rolls back was undone with it.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    sub: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => waitslot::settle_sub(sub, parent, true),
+        SUBXACT_EVENT_ABORT_SUB => waitslot::settle_sub(sub, parent, false),
+        _ => {}
+    }
+}
+
+/// Registers the (sub)transaction callbacks; called once from `_PG_init`.
 pub fn register_callbacks() {
-    // SAFETY: a plain C callback with no argument, registered once per backend.
+    // SAFETY: plain C callbacks with no argument, registered once per backend.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
     }
 }
 

@@ -16,7 +16,9 @@
 //! - **watch** (per key hash, session-scoped, share): held by sessions that want a NOTIFY when
 //!   the key may have become free (`watch.rs`); whoever frees a key probes it.
 
+use crate::pending::Pending;
 use pgrx::pg_sys;
+use std::cell::RefCell;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 const SPACE_KEY: u16 = 0x6b01;
@@ -77,34 +79,97 @@ pub(crate) fn release(tag: &pg_sys::LOCKTAG, mode: u32, session: bool) {
     }
 }
 
+thread_local! {
+    /// Key lock holds (hash, mode) of this transaction, tagged by the subtransaction that took
+    /// them: they belong to the top transaction, so a rolled-back savepoint gives back its own
+    /// here (`on_subxact`); what it changed under them is undone, so the keys are free again.
+    static HELD: RefCell<Pending<(u64, u32)>> = const { RefCell::new(Pending::new()) };
+}
+
+fn held(hash: u64, mode: u32, got: bool) -> bool {
+    if got {
+        HELD.with(|h| h.borrow_mut().push((hash, mode)));
+    }
+    got
+}
+
+fn let_go(hash: u64, mode: u32) {
+    release(&tag(SPACE_KEY, hash), mode, false);
+    HELD.with(|h| h.borrow_mut().remove_last(|&held| held == (hash, mode)));
+}
+
 /// Takes the key lock if nobody else holds it (or we already do); never blocks.
 pub fn try_lock_key(hash: u64) -> bool {
-    acquire(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, false, false)
+    held(hash, pg_sys::ExclusiveLock, acquire(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, false, false))
 }
 
 /// Takes the key lock, waiting for the transaction that holds it (deadlock-checked, cancellable).
 pub fn lock_key(hash: u64) {
-    acquire(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, false, true);
+    held(hash, pg_sys::ExclusiveLock, acquire(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, false, true));
 }
 
 /// Takes the key lock, waiting no later than `deadline` (`None`: no limit); whether it got it.
 pub fn lock_key_until(hash: u64, deadline: Option<crate::lease::Timestamp>) -> bool {
-    crate::lockwait::acquire_until(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, deadline)
+    let got = crate::lockwait::acquire_until(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, deadline);
+    held(hash, pg_sys::ExclusiveLock, got)
 }
 
 /// Takes the key lock in share mode: the key cannot change hands until this transaction ends.
 pub fn share_key(hash: u64) {
-    acquire(&tag(SPACE_KEY, hash), pg_sys::ShareLock, false, true);
+    held(hash, pg_sys::ShareLock, acquire(&tag(SPACE_KEY, hash), pg_sys::ShareLock, false, true));
 }
 
 /// Gives back a share hold taken by `share_key` when there was nothing to protect.
 pub fn unshare_key(hash: u64) {
-    release(&tag(SPACE_KEY, hash), pg_sys::ShareLock, false);
+    let_go(hash, pg_sys::ShareLock);
 }
 
 /// Gives back one hold of the key lock before commit; only when nothing was changed under it.
 pub fn unlock_key(hash: u64) {
-    release(&tag(SPACE_KEY, hash), pg_sys::ExclusiveLock, false);
+    let_go(hash, pg_sys::ExclusiveLock);
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    if matches!(
+        event,
+        XACT_EVENT_COMMIT
+            | XACT_EVENT_PARALLEL_COMMIT
+            | XACT_EVENT_ABORT
+            | XACT_EVENT_PARALLEL_ABORT
+            | XACT_EVENT_PREPARE
+    ) {
+        HELD.with(|h| h.borrow_mut().take());
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    sub: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => HELD.with(|h| h.borrow_mut().sub_commit(sub, parent)),
+        SUBXACT_EVENT_ABORT_SUB => {
+            for (hash, mode) in HELD.with(|h| h.borrow_mut().sub_abort(sub)) {
+                release(&tag(SPACE_KEY, hash), mode, false);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Registers the (sub)transaction callbacks; called once from `_PG_init`.
+pub fn register_callbacks() {
+    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
+    }
 }
 
 /// Binds the lease with this fence to our session.

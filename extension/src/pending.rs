@@ -29,6 +29,12 @@ impl<T> Pending<T> {
         self.changes.is_empty()
     }
 
+    /// Takes out the newest change that matches.
+    pub fn remove_last(&mut self, matches: impl Fn(&T) -> bool) -> Option<T> {
+        let i = self.changes.iter().rposition(|(c, _)| matches(c))?;
+        Some(self.changes.remove(i).0)
+    }
+
     pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         self.changes.retain(|(c, _)| keep(c));
     }

@@ -3,14 +3,41 @@
 //! exclusive). The holder is the head: the only waiter that watches the lease itself. Everyone
 //! behind it sleeps in the lock manager, costing no CPU, and moves up the moment the head leaves
 //! — granted, timed out or cancelled (a cancelled request leaves the queue with its transaction).
+//!
+//! Queue locks belong to the top transaction (`keylock.rs`), so a savepoint rolled back does not
+//! let them go by itself: a wait cancelled inside a savepoint, or a grant that a rollback to a
+//! savepoint undid, would leave its session at the head of the queue, blocking everyone behind
+//! until its transaction ends. So this session's queue entries remember the subtransaction
+//! that joined, and a subtransaction abort leaves the queues it joined (`on_subxact`).
+//!
+//! Preloaded, shared memory also counts the sessions in queues, per bucket of key hashes
+//! (`occupancy`), so that the common case — nobody waits — costs no lock-manager lookup at all.
 
 use crate::keylock::{self, SPACE_QUEUE, tag};
 use crate::lease::Timestamp;
 use crate::lockwait;
+use crate::pending::Pending;
+use crate::waitslot;
 use pgrx::pg_sys;
+use std::cell::{Cell, RefCell};
+
+/// One queue this session is in (or joining), counted in `occupancy`.
+struct Entry {
+    hash: u64,
+    /// At the head: holding the queue lock.
+    head: Cell<bool>,
+}
+
+thread_local! {
+    /// Tagged by the subtransaction that joined (the caller's, not a wait's internal one).
+    static MINE: RefCell<Pending<Entry>> = const { RefCell::new(Pending::new()) };
+}
 
 /// Whether anyone waits for the key (a head, and so possibly a line). Never blocks.
 pub fn is_occupied(hash: u64) -> bool {
+    if occupancy::surely_empty(hash) {
+        return false;
+    }
     let queue = tag(SPACE_QUEUE, hash);
     if keylock::acquire(&queue, pg_sys::ExclusiveLock, false, false) {
         keylock::release(&queue, pg_sys::ExclusiveLock, false);
@@ -22,16 +49,81 @@ pub fn is_occupied(hash: u64) -> bool {
 
 /// Joins the queue and waits to become its head, no later than `deadline`; whether it did.
 pub fn join(hash: u64, deadline: Option<Timestamp>) -> bool {
-    lockwait::acquire_until(&tag(SPACE_QUEUE, hash), pg_sys::ExclusiveLock, deadline)
+    // Counted before the request exists, so that whoever sees the request also sees the count.
+    occupancy::enter(hash);
+    MINE.with(|m| m.borrow_mut().push(Entry { hash, head: Cell::new(false) }));
+    let joined = lockwait::acquire_until(&tag(SPACE_QUEUE, hash), pg_sys::ExclusiveLock, deadline);
+    MINE.with(|m| {
+        let mut mine = m.borrow_mut();
+        // The newest entry of this key that is not at a head is this join.
+        let this = |e: &Entry| e.hash == hash && !e.head.get();
+        if joined {
+            if let Some(e) = mine.iter().filter(|e| this(e)).last() {
+                e.head.set(true);
+            }
+        } else {
+            mine.remove_last(this);
+        }
+    });
+    if !joined {
+        occupancy::exit(hash);
+    }
+    joined
 }
 
 /// Leaves the head of the queue: the next in line becomes head at once.
 pub fn leave(hash: u64) {
-    keylock::release(&tag(SPACE_QUEUE, hash), pg_sys::ExclusiveLock, false);
+    let left = MINE.with(|m| m.borrow_mut().remove_last(|e| e.hash == hash && e.head.get()));
+    if left.is_some() {
+        keylock::release(&tag(SPACE_QUEUE, hash), pg_sys::ExclusiveLock, false);
+        occupancy::exit(hash);
+    }
+}
+
+/// At the end of the transaction, which lets its queue locks go: uncounts them.
+pub fn end_of_transaction() {
+    for e in MINE.with(|m| m.borrow_mut().take()) {
+        occupancy::exit(e.hash);
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    sub: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        // What the subtransaction joined now belongs to its parent.
+        SUBXACT_EVENT_COMMIT_SUB => MINE.with(|m| m.borrow_mut().sub_commit(sub, parent)),
+        // Leave the queues it joined; a head's published request goes with it. (A join still
+        // waiting lost its request to the abort already.)
+        SUBXACT_EVENT_ABORT_SUB => {
+            for e in MINE.with(|m| m.borrow_mut().sub_abort(sub)) {
+                if e.head.get() {
+                    keylock::release(&tag(SPACE_QUEUE, e.hash), pg_sys::ExclusiveLock, false);
+                    waitslot::abandon();
+                }
+                occupancy::exit(e.hash);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Registers the subtransaction callback; called once from `_PG_init`.
+pub fn register_callbacks() {
+    // SAFETY: a plain C callback with no argument, registered once per backend.
+    unsafe { pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut()) };
 }
 
 /// The head of the key's queue (the holder of its queue lock), if any.
 pub fn head(hash: u64) -> Option<&'static mut pg_sys::PGPROC> {
+    if occupancy::surely_empty(hash) {
+        return None;
+    }
     let queue = tag(SPACE_QUEUE, hash);
     // SAFETY: GetLockConflicts returns the holders' virtual transaction ids (never ours); the
     // proc array lives in shared memory for the postmaster's life.
@@ -64,5 +156,72 @@ pub fn wake_head(hash: u64) {
 pub fn poke_head(hash: u64) {
     if let Some(proc) = head(hash) {
         crate::interrupt::poke(proc.pid);
+    }
+}
+
+/// Sessions in queues (heads and those in line), counted per bucket of key hashes in shared
+/// memory. A count is raised before the queue lock is requested and lowered after it is let go
+/// (at `leave`, a subtransaction abort, or the end of the transaction), so a zero proves that
+/// no queue of the bucket's keys has anyone: whoever then looks for a head holds the key lock,
+/// which a head takes only after joining. Without preload nothing is counted and every lookup
+/// is made.
+pub(crate) mod occupancy {
+    use pgrx::pg_sys;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    const BUCKETS: usize = 1024;
+
+    static mut COUNTS: *const AtomicU32 = std::ptr::null();
+
+    fn bucket(hash: u64) -> usize {
+        (hash % BUCKETS as u64) as usize
+    }
+
+    fn counts() -> Option<&'static [AtomicU32]> {
+        // SAFETY: set once by the postmaster before backends fork; the memory is shared memory
+        // sized for BUCKETS counters.
+        unsafe {
+            let base = *std::ptr::addr_of!(COUNTS);
+            (!base.is_null()).then(|| std::slice::from_raw_parts(base, BUCKETS))
+        }
+    }
+
+    /// Whether no session is in a queue of the bucket of `hash` (always false without preload).
+    pub fn surely_empty(hash: u64) -> bool {
+        counts().is_some_and(|c| c[bucket(hash)].load(Ordering::SeqCst) == 0)
+    }
+
+    /// One more session in a queue of the bucket of `hash` (paired with `exit` by `MINE`).
+    pub(super) fn enter(hash: u64) {
+        if let Some(c) = counts() {
+            c[bucket(hash)].fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn exit(hash: u64) {
+        if let Some(c) = counts() {
+            c[bucket(hash)].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Asks for the counters' memory (`shmem.rs`'s request hook).
+    pub(crate) fn request() {
+        // SAFETY: the postmaster's shared memory request phase.
+        unsafe { pg_sys::RequestAddinShmemSpace(BUCKETS * std::mem::size_of::<AtomicU32>()) };
+    }
+
+    /// Sets the counters up, all zero (`shmem.rs`'s startup hook; after a crash restart too,
+    /// when every session that counted is gone).
+    pub(crate) fn startup() {
+        // SAFETY: runs in the postmaster before any backend; the struct is ours alone.
+        unsafe {
+            let size = BUCKETS * std::mem::size_of::<AtomicU32>();
+            let mut found = false;
+            let base = pg_sys::ShmemInitStruct(c"dlock queue counts".as_ptr(), size, &mut found);
+            if !found {
+                std::ptr::write_bytes(base as *mut u8, 0, size);
+            }
+            COUNTS = base as *const AtomicU32;
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! dlock's shared memory, only with `shared_preload_libraries = 'dlock'`: one pair of
-//! PostgreSQL hooks, chained once, that sizes and sets up the wait table (`waitslot.rs`) and
-//! fast mode's table (`fast/`), whose server-start settings are defined first.
+//! PostgreSQL hooks, chained once, that sizes and sets up the wait table (`waitslot.rs`), the
+//! queue counts (`queue.rs`) and fast mode's table (`fast/`), whose server-start settings are defined first.
 
+use crate::queue::occupancy;
 use crate::{fast, waitslot};
 use pgrx::pg_sys;
 
@@ -17,6 +18,7 @@ unsafe extern "C-unwind" fn request() {
         }
     }
     waitslot::request();
+    occupancy::request();
     fast::request();
 }
 
@@ -29,6 +31,7 @@ unsafe extern "C-unwind" fn startup() {
         }
     }
     waitslot::startup();
+    occupancy::startup();
     fast::startup();
 }
 

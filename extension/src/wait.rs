@@ -47,8 +47,11 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         return None;
     }
     // At the head. Preloaded, a TTL request goes into the wait table, so that whoever frees the
-    // key can grant it to us in their own transaction (`handoff::hand_over`).
-    let published = ttl.is_some_and(|ttl| waitslot::publish(key, hash, caller.owner, caller.role, ttl));
+    // key can grant it to us in their own transaction (`handoff::hand_over`) — only at the top
+    // level of an autocommit statement: inside a transaction block or a subtransaction, our
+    // grant must be ours to roll back, so we write it ourselves.
+    let published =
+        ttl.is_some_and(|ttl| at_top_level() && waitslot::publish(key, hash, caller.owner, caller.role, ttl));
     let granted = loop {
         // Never hand a lease to a client that hung up while it waited: it would sit unused
         // until its TTL ran out.
@@ -99,6 +102,12 @@ pub fn acquire(key: &str, caller: &Caller, ttl: Option<Micros>, wait: Option<Mic
         queue::leave(hash);
     }
     granted
+}
+
+/// Whether this call runs in a transaction of its own statement, not in a subtransaction.
+fn at_top_level() -> bool {
+    // SAFETY: reads transaction state.
+    unsafe { !pg_sys::IsTransactionBlock() && pg_sys::GetCurrentTransactionNestLevel() == 1 }
 }
 
 /// The first wait of a session on a server that does not preload dlock says, once, what

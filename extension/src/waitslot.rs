@@ -15,6 +15,7 @@
 //! transaction has ended, so a head that holds the key lock never sees `OFFERED`. A sequence
 //! number per publication keeps a late commit from touching a slot that was published again.
 
+use crate::pending::Pending;
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::cell::{Cell, RefCell};
@@ -384,8 +385,9 @@ pub fn request_for(proc: usize, key: &str, hash: u64) -> Option<(Request, Ticket
 }
 
 thread_local! {
-    /// Offers in flight in this transaction.
-    static OFFERS: RefCell<Vec<(Ticket, i64)>> = const { RefCell::new(Vec::new()) };
+    /// Offers in flight in this transaction, by subtransaction: a rolled-back savepoint undid
+    /// the grant it wrote, so its offers go back to waiting (`sub_abort`).
+    static OFFERS: RefCell<Pending<(Ticket, i64)>> = const { RefCell::new(Pending::new()) };
     /// Whether this backend's slot holds a request of its own.
     static PUBLISHED: Cell<bool> = const { Cell::new(false) };
 }
@@ -413,9 +415,22 @@ pub fn offer(ticket: Ticket, fence: i64) {
 
 /// The releaser's transaction ended: its offers become grants (commit) or are taken back.
 pub fn settle(commit: bool) {
+    settle_offers(OFFERS.with(|o| o.borrow_mut().take()), commit);
+}
+
+/// Subtransaction `sub` ended: its offers are its parent's, or (rolled back) waiting again.
+pub fn settle_sub(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
+    if commit {
+        OFFERS.with(|o| o.borrow_mut().sub_commit(sub, parent));
+    } else {
+        settle_offers(OFFERS.with(|o| o.borrow_mut().sub_abort(sub)), false);
+    }
+}
+
+fn settle_offers(offers: Vec<(Ticket, i64)>, commit: bool) {
     // SAFETY: set by RecordTransactionCommit, before the commit callbacks run.
     let commit_lsn = unsafe { pg_sys::XactLastCommitEnd };
-    for (ticket, fence) in OFFERS.with(|o| std::mem::take(&mut *o.borrow_mut())) {
+    for (ticket, fence) in offers {
         with_table(|t| {
             let s = t.slot(ticket.slot);
             if s.seq == ticket.seq && s.state == OFFERED && s.fence == fence {

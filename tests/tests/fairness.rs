@@ -66,6 +66,8 @@ on_both_clusters!(
     waiters_count_is_exact,
     a_session_bound_waiter_gets_a_lease_bound_to_its_own_session,
     a_prepared_hand_off_is_refused_and_the_key_still_passes_on,
+    a_wait_undone_by_a_savepoint_leaves_its_queue,
+    a_hand_off_undone_by_a_savepoint_grants_nothing,
 );
 
 /// The cluster of this binary that loads dlock at server start.
@@ -771,4 +773,90 @@ async fn a_prepared_hand_off_is_refused_and_the_key_still_passes_on(cluster: &Cl
     );
     holder.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(observer.lease(&k2).await.unwrap(), None, "the refused acquire left nothing");
+}
+
+/// A wait rolled back to a savepoint leaves the key's queue at once, whether it was cancelled
+/// while at the head or had been granted: its transaction goes on, but it no longer blocks the
+/// waiters behind it or newcomers (queue locks belong to the top transaction, so this takes a
+/// subtransaction callback). Preloaded, it also checks the count of queued sessions that lets
+/// releases skip the lock manager when nobody waits: it must never miss the waiters that remain.
+async fn a_wait_undone_by_a_savepoint_leaves_its_queue(cluster: &Cluster) {
+    const T: &str = "a_wait_undone_by_a_savepoint_leaves_its_queue";
+    let (holder, observer, undone) =
+        (cluster.connect().await, cluster.connect().await, cluster.connect().await);
+    let (k, o, u) = (key(T, "k"), owner(T, "holder"), owner(T, "undone"));
+    let mut held = holder.try_acquire(&k, &o, "60s").await.unwrap().unwrap();
+
+    // Cancelled at the head, inside a savepoint.
+    undone.batch_execute("BEGIN; SAVEPOINT s; SET LOCAL statement_timeout = '300ms'").await.unwrap();
+    let cancelled = undone.acquire(&k, &u, Some("30s"), Some("20s")).await;
+    expect_sqlstate(cancelled, &SqlState::QUERY_CANCELED, "a wait ended by statement_timeout");
+    undone.batch_execute("ROLLBACK TO SAVEPOINT s").await.unwrap();
+    assert_eq!(observer.waiters(&k).await.unwrap(), 0, "the cancelled wait left the queue");
+
+    // Others still wait and are handed the key, with the undone wait's transaction still open.
+    let waiter = cluster.connect().await.spawn_acquire(&k, &owner(T, "waiter"), Some("60s"), Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    let released_at = Instant::now();
+    assert!(holder.release(&k, &o).await.unwrap());
+    let attempt = finish(waiter, LIMIT, "the waiter behind the undone wait").await;
+    let granted = attempt.result.unwrap().expect("the waiter is granted at the release");
+    assert!(granted > held);
+    assert!(attempt.finished_at.duration_since(released_at) < GRANT_LAG);
+    assert!(attempt.session.release(&k, &owner(T, "waiter")).await.unwrap());
+    held = holder.try_acquire(&k, &o, "60s").await.unwrap().unwrap();
+
+    // Granted inside a savepoint, then rolled back: the lease and the place at the head go.
+    undone.batch_execute("SAVEPOINT s2").await.unwrap();
+    let wait = undone.spawn_acquire(&k, &u, Some("60s"), Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    assert!(holder.release(&k, &o).await.unwrap());
+    let attempt = finish(wait, LIMIT, "the wait inside the savepoint").await;
+    let granted = attempt.result.unwrap().expect("granted at the release");
+    assert!(granted > held);
+    let undone = attempt.session;
+    undone.batch_execute("ROLLBACK TO SAVEPOINT s2").await.unwrap();
+    assert_eq!(observer.waiters(&k).await.unwrap(), 0, "the undone grant left the queue");
+    let newcomer = cluster.connect().await;
+    let taken = newcomer.try_acquire(&k, &owner(T, "newcomer"), "60s").await.unwrap();
+    assert!(taken.is_some_and(|f| f > granted), "a try right after the rollback is granted: {taken:?}");
+    undone.batch_execute("COMMIT").await.unwrap();
+
+    // After the transaction ended, waits still count and are woken.
+    let waiter = cluster.connect().await.spawn_acquire(&k, &owner(T, "last"), Some("60s"), Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    let released_at = Instant::now();
+    assert!(newcomer.release(&k, &owner(T, "newcomer")).await.unwrap());
+    let attempt = finish(waiter, LIMIT, "the last waiter").await;
+    assert!(attempt.result.unwrap().is_some(), "the last waiter is granted at the release");
+    assert!(attempt.finished_at.duration_since(released_at) < GRANT_LAG);
+}
+
+/// A release rolled back to a savepoint hands nothing to the head of the queue, even though
+/// (preloaded) the release wrote the head's grant in the savepoint: the holder keeps the lease,
+/// the head keeps waiting after the transaction commits, and is granted at the next release.
+async fn a_hand_off_undone_by_a_savepoint_grants_nothing(cluster: &Cluster) {
+    const T: &str = "a_hand_off_undone_by_a_savepoint_grants_nothing";
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let (k, o) = (key(T, "k"), owner(T, "holder"));
+    let held = holder.try_acquire(&k, &o, "60s").await.unwrap().unwrap();
+    let waiter = cluster.connect().await.spawn_acquire(&k, &owner(T, "waiter"), Some("60s"), Some("20s"));
+    wait_for_waiters(&observer, &k, 1).await;
+
+    holder.batch_execute("BEGIN; SAVEPOINT s").await.unwrap();
+    assert!(holder.release(&k, &o).await.unwrap());
+    holder.batch_execute("ROLLBACK TO SAVEPOINT s; COMMIT").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the head was granted a key whose release was rolled back");
+    let row = observer.lease(&k).await.unwrap().unwrap();
+    assert_eq!((row.owner.as_deref(), row.fence, row.waiters), (Some(o.as_str()), held, 1), "lease kept");
+
+    let released_at = Instant::now();
+    assert!(holder.release(&k, &o).await.unwrap());
+    let attempt = finish(waiter, LIMIT, "the head").await;
+    let granted = attempt.result.unwrap().expect("granted at the release that committed");
+    assert!(granted > held);
+    assert!(attempt.finished_at.duration_since(released_at) < GRANT_LAG);
+    let row = observer.lease(&k).await.unwrap().unwrap();
+    assert_eq!((row.owner.as_deref(), row.fence), (Some(owner(T, "waiter").as_str()), granted));
 }
