@@ -154,3 +154,40 @@ async fn wait_on_a_key_acquired_in_an_open_transaction_goes_on_after_commit_unti
     assert!(granted > fence);
     assert!(attempt.finished_at.duration_since(released_at) < GRANT_LAG);
 }
+
+/// `ROLLBACK TO SAVEPOINT` undoes the calls made since the savepoint and frees at once the keys
+/// they touched (TTL and session-bound alike), while the transaction goes on; a key the
+/// transaction touched *before* the savepoint stays busy until it ends.
+#[tokio::test]
+async fn a_savepoint_rolled_back_frees_the_keys_it_touched() {
+    const T: &str = "a_savepoint_rolled_back_frees_the_keys_it_touched";
+    let cluster = Cluster::shared();
+    let (a, b) = (cluster.connect().await, cluster.connect().await);
+    let (before, ttl_key, bound_key) = (key(T, "before"), key(T, "ttl"), key(T, "bound"));
+    let (o, other) = (owner(T, "a"), owner(T, "b"));
+
+    a.batch_execute("BEGIN").await.unwrap();
+    let held = a.try_acquire(&before, &o, "30s").await.unwrap().expect("granted before the savepoint");
+    a.batch_execute("SAVEPOINT s").await.unwrap();
+    assert!(a.try_acquire(&ttl_key, &o, "30s").await.unwrap().is_some());
+    assert!(a.acquire(&bound_key, &o, None, Some("0")).await.unwrap().is_some());
+    // Touches `before` again: a second hold of its key lock, which the rollback gives back alone.
+    assert!(a.renew(&before, &o, Some("60s")).await.unwrap().is_some());
+    a.batch_execute("ROLLBACK TO SAVEPOINT s").await.unwrap();
+
+    for k in [&ttl_key, &bound_key] {
+        let started = Instant::now();
+        let taken = b.try_acquire(k, &other, "30s").await.unwrap();
+        assert!(taken.is_some(), "{k}: free for others right after ROLLBACK TO SAVEPOINT");
+        assert!(started.elapsed() < AT_ONCE);
+        assert!(b.release(k, &other).await.unwrap());
+    }
+    let started = Instant::now();
+    assert_eq!(b.try_acquire(&before, &other, "30s").await.unwrap(), None, "touched before the savepoint");
+    assert!(started.elapsed() < AT_ONCE);
+
+    a.batch_execute("COMMIT").await.unwrap();
+    let row = b.lease(&before).await.unwrap().expect("the grant before the savepoint committed");
+    assert_eq!((row.owner.as_deref(), row.fence), (Some(o.as_str()), held));
+    assert!(a.release(&before, &o).await.unwrap());
+}

@@ -95,9 +95,11 @@ async fn run(args: Args) -> Result<()> {
             );
             uncontended.push(p);
         }
-        let p = workloads::ceiling(&servers, clients, args.seconds).await?;
-        eprintln!("bench: ceiling × {clients}: {:.0}/s", p.per_second);
-        ceiling.push(p);
+        for then_select in [false, true] {
+            let p = workloads::ceiling(&servers, clients, args.seconds, then_select).await?;
+            eprintln!("bench: {} × {clients}: {:.0}/s", p.contender, p.per_second);
+            ceiling.push(p);
+        }
     }
     let mut contended = Vec::new();
     for &clients in &args.contended_clients {
@@ -187,10 +189,16 @@ async fn run(args: Args) -> Result<()> {
     let dlock = Contender::DlockSql.label();
     for &clients in &args.clients {
         let Some(d) = find(&uncontended, dlock, clients) else { continue };
-        if let Some(c) = ceiling.iter().find(|p| p.clients == clients) {
+        if let Some(c) = find(&ceiling, workloads::CEILING, clients) {
             ratios.push((
                 format!("dlock / durable-commit ceiling, {clients} clients"),
                 d.per_second / c.per_second,
+            ));
+        }
+        if let Some(b) = find(&ceiling, workloads::TWO_STATEMENTS, clients) {
+            ratios.push((
+                format!("dlock / two-statement bound, {clients} clients"),
+                d.per_second / b.per_second,
             ));
         }
         for peer in [Contender::Naive, Contender::Advisory, Contender::Redis, Contender::Etcd] {
@@ -213,7 +221,7 @@ async fn run(args: Args) -> Result<()> {
     let mut targets = vec![Target {
         what: "dlock (SQL, durable) / durable-commit ceiling, 8 clients".into(),
         ratio: find(&uncontended, dlock, 8)
-            .zip(ceiling.iter().find(|p| p.clients == 8))
+            .zip(find(&ceiling, workloads::CEILING, 8))
             .map(|(d, c)| d.per_second / c.per_second),
         bar: Bar::AtLeast(0.8),
     }];

@@ -117,7 +117,8 @@ pub(crate) fn markdown(r: &Results) -> String {
         let _ = writeln!(md, "- {e}");
     }
     let _ = writeln!(md, "\n## 1. Uncontended acquire+release pairs/s (p50 / p99 / p99.9 µs)\n");
-    let clients: Vec<usize> = r.ceiling.iter().map(|p| p.clients).collect();
+    let mut clients: Vec<usize> = r.ceiling.iter().map(|p| p.clients).collect();
+    clients.dedup();
     let _ = write!(md, "| contender |");
     for c in &clients {
         let _ = write!(md, " {c} clients |");
@@ -128,7 +129,7 @@ pub(crate) fn markdown(r: &Results) -> String {
     }
     md.push('\n');
     let mut rows: Vec<&str> = ALL.iter().map(|c| c.label()).collect();
-    rows.push("durable commit ceiling (single-row UPDATE)");
+    rows.extend([workloads::CEILING, workloads::TWO_STATEMENTS]);
     for name in rows {
         let _ = write!(md, "| {name} |");
         for &c in &clients {

@@ -108,9 +108,16 @@ pub async fn uncontended(
     Ok(Point { contender: contender.label().into(), clients, per_second: rate, latency: Latency::of(&h) })
 }
 
+/// The durable-commit ceiling's label.
+pub const CEILING: &str = "durable commit ceiling (single-row UPDATE)";
+/// The two-statement bound's label.
+pub const TWO_STATEMENTS: &str = "two-statement bound (the ceiling's UPDATE, then SELECT 1)";
+
 /// The ceiling: durable single-row UPDATE commits per second at `clients`, one row per client
 /// (no row contention), as pgbench's simplest write. An acknowledged acquire needs one of these.
-pub async fn ceiling(servers: &Servers, clients: usize, seconds: f64) -> Result<Point> {
+/// With `then_select`, each UPDATE is followed by an empty round trip (`SELECT 1`): the most any
+/// lock whose pair is one durable commit plus a second statement (the release) can reach.
+pub async fn ceiling(servers: &Servers, clients: usize, seconds: f64, then_select: bool) -> Result<Point> {
     let setup = pg_connect(&servers.pg_url).await?;
     setup
         .batch_execute(
@@ -122,20 +129,24 @@ pub async fn ceiling(servers: &Servers, clients: usize, seconds: f64) -> Result<
     for _ in 0..clients {
         let client = pg_connect(&servers.pg_url).await?;
         let update = client.prepare("UPDATE bench_ceiling SET n = n + 1 WHERE id = $1").await?;
-        sessions.push((client, update));
+        let select = client.prepare("SELECT 1").await?;
+        sessions.push((client, update, select));
     }
     let sessions = std::sync::Arc::new(sessions);
     let (rate, h) = drive(clients, seconds, move |task, _| {
         let sessions = sessions.clone();
         async move {
-            let (client, update) = &sessions[task];
+            let (client, update, select) = &sessions[task];
             client.execute(update, &[&(task as i32)]).await?;
+            if then_select {
+                client.execute(select, &[]).await?;
+            }
             Ok(())
         }
     })
     .await?;
     Ok(Point {
-        contender: "durable commit ceiling (single-row UPDATE)".into(),
+        contender: if then_select { TWO_STATEMENTS } else { CEILING }.into(),
         clients,
         per_second: rate,
         latency: Latency::of(&h),
