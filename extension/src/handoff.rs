@@ -12,6 +12,7 @@
 
 use crate::current::now;
 use crate::lease;
+use crate::pending::Pending;
 use crate::spi::Spi;
 use crate::store;
 use crate::{interrupt, queue, session, waitslot, watch};
@@ -19,10 +20,11 @@ use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
 thread_local! {
-    /// Key hashes freed by the open transaction.
-    static FREED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-    /// Key hashes force-released by the open transaction.
-    static FORCED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Key hashes freed by the open transaction, by subtransaction (a rolled-back savepoint
+    /// freed nothing, so it wakes and notifies no one).
+    static FREED: RefCell<Pending<u64>> = const { RefCell::new(Pending::new()) };
+    /// Key hashes force-released by the open transaction, likewise.
+    static FORCED: RefCell<Pending<u64>> = const { RefCell::new(Pending::new()) };
     static EXIT_HOOK: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -43,7 +45,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     match event {
         // Still holding the key locks: a watch registered before our change is seen here.
         XACT_EVENT_PRE_COMMIT => {
-            let freed = FREED.with(|f| f.borrow().clone());
+            let freed: Vec<u64> = FREED.with(|f| f.borrow().iter().copied().collect());
             watch::notify_watched(freed);
         }
         XACT_EVENT_PRE_PREPARE if waitslot::has_offers() => {
@@ -53,10 +55,10 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             // Grants to waiting heads first, so that the heads woken next find them.
             waitslot::settle(true);
-            for hash in FREED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
+            for hash in FREED.with(|f| f.borrow_mut().take()) {
                 queue::wake_head(hash);
             }
-            for hash in FORCED.with(|f| std::mem::take(&mut *f.borrow_mut())) {
+            for hash in FORCED.with(|f| f.borrow_mut().take()) {
                 queue::poke_head(hash);
             }
             queue::end_of_transaction();
@@ -69,8 +71,8 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             queue::end_of_transaction();
             interrupt::reset();
             crate::fast::reset();
-            FORCED.with(|f| f.borrow_mut().clear());
-            FREED.with(|f| f.borrow_mut().clear())
+            FORCED.with(|f| f.borrow_mut().take());
+            FREED.with(|f| f.borrow_mut().take());
         }
         _ => {}
     }
@@ -101,7 +103,7 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64) {
     waitslot::offer(ticket, fence);
 }
 
-/// A hand-off written in a savepoint that rolls back was undone with it.
+/// A hand-off written in a savepoint that rolls back was undone with it, and so was the freeing.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_subxact(
     event: pg_sys::SubXactEvent::Type,
@@ -111,8 +113,16 @@ unsafe extern "C-unwind" fn on_subxact(
 ) {
     use pg_sys::SubXactEvent::*;
     match event {
-        SUBXACT_EVENT_COMMIT_SUB => waitslot::settle_sub(sub, parent, true),
-        SUBXACT_EVENT_ABORT_SUB => waitslot::settle_sub(sub, parent, false),
+        SUBXACT_EVENT_COMMIT_SUB => {
+            waitslot::settle_sub(sub, parent, true);
+            FREED.with(|f| f.borrow_mut().sub_commit(sub, parent));
+            FORCED.with(|f| f.borrow_mut().sub_commit(sub, parent));
+        }
+        SUBXACT_EVENT_ABORT_SUB => {
+            waitslot::settle_sub(sub, parent, false);
+            FREED.with(|f| f.borrow_mut().sub_abort(sub));
+            FORCED.with(|f| f.borrow_mut().sub_abort(sub));
+        }
         _ => {}
     }
 }

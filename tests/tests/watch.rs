@@ -1,6 +1,6 @@
 //! Watches and one-shot tries (`dlock_watch`, `dlock_unwatch`, `dlock_try_acquire`): how one
 //! connection waits for many keys. A freed key notifies its watchers — after the commit, never
-//! on rollback, never for keys nobody watches — whatever freed it: release, release_all, force
+//! on rollback (of the transaction or of a savepoint), never for keys nobody watches — whatever freed it: release, release_all, force
 //! release, a shortening renew, or the end of a session-bound holder's session.
 
 use std::time::Duration;
@@ -53,6 +53,11 @@ async fn a_release_notifies_watchers_after_commit_and_a_rollback_does_not() {
     assert_eq!(listener.next(QUIET).await, None, "no notification before the commit");
     holder.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(listener.next(QUIET).await, None, "a rolled-back release notifies no one");
+    // Released in a savepoint that rolls back, in a transaction that commits: nothing either.
+    holder.batch_execute("BEGIN; SAVEPOINT s").await.unwrap();
+    assert!(holder.release(&k, &owner(T, "h")).await.unwrap());
+    holder.batch_execute("ROLLBACK TO SAVEPOINT s; COMMIT").await.unwrap();
+    assert_eq!(listener.next(QUIET).await, None, "a release rolled back to a savepoint notifies no one");
 
     assert!(holder.release(&other, &owner(T, "h")).await.unwrap());
     assert_eq!(listener.next(QUIET).await, None, "keys nobody watches send nothing");
