@@ -1,7 +1,8 @@
 //! Watches and one-shot tries (`dlock_watch`, `dlock_unwatch`, `dlock_try_acquire`): how one
 //! connection waits for many keys. A freed key notifies its watchers — after the commit, never
-//! on rollback (of the transaction or of a savepoint), never for keys nobody watches — whatever freed it: release, release_all, force
-//! release, a shortening renew, or the end of a session-bound holder's session.
+//! on rollback (of the transaction or of a savepoint), never for keys nobody watches — whatever
+//! freed it: release, release_all, force release, a shortening renew, or the end of a
+//! session-bound holder's session.
 
 use std::time::Duration;
 
