@@ -1,8 +1,9 @@
-//! The two statements of every lock cycle — grant a free key, delete a released lease — done on
-//! the lease table directly (heap and index access methods), without the executor: no plan
-//! check, no executor start-up, no ON CONFLICT machinery. Everything else goes through SQL
-//! (`store.rs`), and so do these whenever anything is unusual (an index dlock did not create,
-//! say): then `Fallback` sends the caller to the SQL statement.
+//! The two statements of every lock cycle — grant a free key, delete a released lease — and the
+//! sweep's read of one heap page (one grant in eight), done on the lease table directly (heap
+//! and index access methods), without the executor: no plan check, no executor start-up, no ON
+//! CONFLICT machinery. Everything else goes through SQL (`store.rs`), and so do these whenever
+//! anything is unusual (an index dlock did not create, say): then `Fallback` sends the caller to
+//! the SQL statement.
 //!
 //! The same rules as the SQL path: the caller holds the key lock, so no other transaction is
 //! writing this key; rows are read with the latest snapshot (like `spi.rs`), after a command
@@ -130,6 +131,80 @@ fn column<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> Option<T
     unsafe {
         let slot = &*slot;
         T::from_datum(*slot.tts_values.add(n), *slot.tts_isnull.add(n))
+    }
+}
+
+/// The lease table, opened for reading until the transaction ends (the sweep's page reads).
+fn open_for_reading() -> Result<pg_sys::Relation, Fallback> {
+    // SAFETY: a catalog lookup and a relation open inside a transaction.
+    unsafe {
+        if pg_sys::IsInParallelMode() {
+            return Err(Fallback);
+        }
+        let schema = pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), true);
+        let table = relid(schema, c"lease");
+        if table == pg_sys::InvalidOid {
+            return Err(Fallback);
+        }
+        Ok(pg_sys::table_open(table, pg_sys::AccessShareLock as i32))
+    }
+}
+
+/// Pages of the lease table.
+pub fn page_count() -> Result<i64, Fallback> {
+    let rel = open_for_reading()?;
+    // SAFETY: an open relation; its size is cached by the storage manager.
+    unsafe {
+        let pages = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        pg_sys::table_close(rel, pg_sys::NoLock as i32);
+        Ok(i64::from(pages))
+    }
+}
+
+fn item_pointer(page: u32, offset: u16) -> pg_sys::ItemPointerData {
+    pg_sys::ItemPointerData {
+        ip_blkid: pg_sys::BlockIdData { bi_hi: (page >> 16) as u16, bi_lo: page as u16 },
+        ip_posid: offset,
+    }
+}
+
+/// Keys of the visible rows on heap page `page` whose TTL ran out by `now`: a TID range scan of
+/// that one page, as the SQL statement's plan does.
+pub fn expired_on_page(page: i64, now: Timestamp) -> Result<Vec<String>, Fallback> {
+    let Ok(page) = u32::try_from(page) else { return Ok(Vec::new()) };
+    let rel = open_for_reading()?;
+    // SAFETY: a table AM scan with a registered snapshot, as the executor's TID range scan does;
+    // the slot and scan are released before returning (an error releases them with the
+    // transaction's resources).
+    unsafe {
+        let am = &*(*rel).rd_tableam;
+        let (Some(begin), Some(set_range), Some(next), Some(end)) =
+            (am.scan_begin, am.scan_set_tidrange, am.scan_getnextslot_tidrange, am.scan_end)
+        else {
+            pg_sys::table_close(rel, pg_sys::NoLock as i32);
+            return Err(Fallback);
+        };
+        pg_sys::CommandCounterIncrement();
+        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        let flags = pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+        let scan = begin(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
+        let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
+        set_range(scan, &mut first, &mut last);
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let mut expired = Vec::new();
+        while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+            pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+            if column::<i64>(slot, EXPIRES_AT).is_some_and(|e| e <= now)
+                && let Some(key) = column::<String>(slot, KEY)
+            {
+                expired.push(key);
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        end(scan);
+        pg_sys::UnregisterSnapshot(snapshot);
+        pg_sys::table_close(rel, pg_sys::NoLock as i32);
+        Ok(expired)
     }
 }
 

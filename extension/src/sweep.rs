@@ -11,6 +11,7 @@
 //! which under load grows faster than autovacuum clears it.
 
 use crate::current::{classify, now};
+use crate::heap;
 use crate::keylock;
 use crate::lease::{Current, Timestamp};
 use crate::session;
@@ -35,10 +36,12 @@ pub fn after_grant(spi: &Spi, now: Timestamp) {
     // SAFETY: the backend's own PRNG state.
     let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
     if n % PAGE_SWEEP_ONE_IN == 0 {
-        let pages = store::page_count(spi);
+        let pages = heap::page_count().unwrap_or_else(|heap::Fallback| store::page_count(spi));
         if pages > 0 {
             let page = i64::from(n / PAGE_SWEEP_ONE_IN) % pages;
-            for key in without_seqscan(|| store::expired_on_page(spi, page, now)) {
+            let expired = heap::expired_on_page(page, now)
+                .unwrap_or_else(|heap::Fallback| without_seqscan(|| store::expired_on_page(spi, page, now)));
+            for key in expired {
                 reap(spi, &key, now);
             }
         }
