@@ -47,8 +47,10 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
     plan
 }
 
-/// An open SPI connection; see [`connect`].
-pub struct Spi(());
+/// An SPI connection, opened on the first statement; see [`connect`].
+pub struct Spi {
+    connected: std::cell::Cell<bool>,
+}
 
 /// One result row, valid inside the `query` callback.
 pub struct Row {
@@ -73,24 +75,36 @@ pub fn arg<T: IntoDatum>(value: T) -> Option<Datum> {
     value.into_datum()
 }
 
-/// Runs `f` inside an SPI connection.
+/// Runs `f` with an SPI connection that is opened only if `f` runs a statement: the lock
+/// cycle's hot path goes straight to the table (`heap.rs`) and needs none.
 pub fn connect<R>(f: impl FnOnce(&Spi) -> R) -> R {
-    // SAFETY: plain SPI protocol; an ERROR inside unwinds and the transaction abort cleans up.
-    unsafe {
-        if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
-            pgrx::error!("dlock: SPI_connect failed");
+    let spi = Spi { connected: std::cell::Cell::new(false) };
+    let result = f(&spi);
+    if spi.connected.get() {
+        // SAFETY: closes the connection `ensure_connected` opened; an ERROR before this point
+        // unwinds and the transaction abort cleans up.
+        unsafe {
+            pg_sys::SPI_finish();
         }
-    }
-    let result = f(&Spi(()));
-    unsafe {
-        pg_sys::SPI_finish();
     }
     result
 }
 
 impl Spi {
+    fn ensure_connected(&self) {
+        if !self.connected.replace(true) {
+            // SAFETY: plain SPI protocol, closed by `connect`.
+            unsafe {
+                if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
+                    pgrx::error!("dlock: SPI_connect failed");
+                }
+            }
+        }
+    }
+
     fn run(&self, stmt: &'static Statement, args: &[Option<Datum>]) -> u64 {
         assert_eq!(args.len(), stmt.args.len(), "argument count of {}", stmt.sql);
+        self.ensure_connected();
         let plan = plan(stmt);
         let mut values: Vec<Datum> = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
         let nulls: Vec<std::ffi::c_char> =
