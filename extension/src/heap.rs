@@ -43,6 +43,57 @@ fn relid(schema: Oid, name: &std::ffi::CStr) -> Oid {
     unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }
 }
 
+/// The OIDs of the lease table, its two indexes and the fence sequence.
+#[derive(Clone, Copy)]
+struct Oids {
+    table: Oid,
+    pkey: Oid,
+    session_bound: Oid,
+    sequence: Oid,
+}
+
+thread_local! {
+    /// Looked up once per backend; forgotten when any of them is invalidated (`forget`).
+    static OIDS: std::cell::Cell<Option<Oids>> = const { std::cell::Cell::new(None) };
+    static FORGETTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Relcache invalidation: DROP/CREATE EXTENSION, an index added, ... (`InvalidOid`: all).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn forget(_arg: Datum, relid: Oid) {
+    OIDS.with(|cached| {
+        if let Some(o) = cached.get()
+            && (relid == pg_sys::InvalidOid
+                || [o.table, o.pkey, o.session_bound, o.sequence].contains(&relid))
+        {
+            cached.set(None);
+        }
+    });
+}
+
+fn oids() -> Result<Oids, Fallback> {
+    if let Some(oids) = OIDS.with(|o| o.get()) {
+        return Ok(oids);
+    }
+    // SAFETY: a syscache lookup inside a transaction.
+    let schema = unsafe { pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), true) };
+    let oids = Oids {
+        table: relid(schema, c"lease"),
+        pkey: relid(schema, c"lease_pkey"),
+        session_bound: relid(schema, c"lease_session_bound"),
+        sequence: relid(schema, c"fence_seq"),
+    };
+    if [oids.table, oids.pkey, oids.session_bound, oids.sequence].contains(&pg_sys::InvalidOid) {
+        return Err(Fallback);
+    }
+    if !FORGETTING.with(|f| f.replace(true)) {
+        // SAFETY: registers a callback with no argument, once per backend.
+        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(forget), Datum::from(0)) };
+    }
+    OIDS.with(|o| o.set(Some(oids)));
+    Ok(oids)
+}
+
 impl Table {
     /// Opens the table if it is exactly as dlock created it (two indexes, ours), in a
     /// transaction that may write (a read-only one gets the executor's 25006 from SQL).
@@ -53,16 +104,7 @@ impl Table {
             if pg_sys::XactReadOnly || pg_sys::IsInParallelMode() {
                 return Err(Fallback);
             }
-            let schema = pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), true);
-            let (table, pkey, session_bound, sequence) = (
-                relid(schema, c"lease"),
-                relid(schema, c"lease_pkey"),
-                relid(schema, c"lease_session_bound"),
-                relid(schema, c"fence_seq"),
-            );
-            if [table, pkey, session_bound, sequence].contains(&pg_sys::InvalidOid) {
-                return Err(Fallback);
-            }
+            let Oids { table, pkey, session_bound, sequence } = oids()?;
             let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as i32);
             let indexes = pg_sys::RelationGetIndexList(rel);
             let oids: Vec<Oid> = match indexes.as_ref() {
@@ -141,11 +183,7 @@ fn open_for_reading() -> Result<pg_sys::Relation, Fallback> {
         if pg_sys::IsInParallelMode() {
             return Err(Fallback);
         }
-        let schema = pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), true);
-        let table = relid(schema, c"lease");
-        if table == pg_sys::InvalidOid {
-            return Err(Fallback);
-        }
+        let table = oids()?.table;
         Ok(pg_sys::table_open(table, pg_sys::AccessShareLock as i32))
     }
 }
