@@ -210,10 +210,13 @@ pub(crate) fn markdown(r: &Results) -> String {
     let _ = writeln!(
         md,
         "\n![latency by live leases](latency-live-leases.png)\n\n\
-         ### Churn: {} distinct keys came and go (durable dlock through SQL, 8 clients, {:.1} s)\n\n\
+         ### Churn: {} distinct keys came and go (durable dlock through SQL, 8 clients, {:.1} s, \
+         autovacuum_naptime {})\n\n\
          | keys | seconds | table + indexes (kB) | indexes (kB) | dead rows | autovacuums |\n\
          |---:|---:|---:|---:|---:|---:|",
-        c.keys, c.seconds
+        c.keys,
+        c.seconds,
+        workloads::CHURN_NAPTIME
     );
     for s in &c.samples {
         let _ = writeln!(
