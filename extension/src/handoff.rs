@@ -103,36 +103,27 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64) {
     waitslot::offer(ticket, fence);
 }
 
-/// A hand-off written in a savepoint that rolls back was undone with it, and so was the freeing.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subxact(
-    event: pg_sys::SubXactEvent::Type,
-    sub: pg_sys::SubTransactionId,
-    parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        SUBXACT_EVENT_COMMIT_SUB => {
-            waitslot::settle_sub(sub, parent, true);
-            FREED.with(|f| f.borrow_mut().sub_commit(sub, parent));
-            FORCED.with(|f| f.borrow_mut().sub_commit(sub, parent));
-        }
-        SUBXACT_EVENT_ABORT_SUB => {
-            waitslot::settle_sub(sub, parent, false);
-            FREED.with(|f| f.borrow_mut().sub_abort(sub));
-            FORCED.with(|f| f.borrow_mut().sub_abort(sub));
-        }
-        _ => {}
+/// A subtransaction ended (`subxact.rs`): a hand-off written in a savepoint that rolls back was
+/// undone with it, and so was the freeing.
+pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
+    waitslot::settle_sub(sub, parent, commit);
+    for list in [&FREED, &FORCED] {
+        list.with(|l| {
+            let mut l = l.borrow_mut();
+            if commit {
+                l.sub_commit(sub, parent);
+            } else {
+                l.sub_abort(sub);
+            }
+        });
     }
 }
 
-/// Registers the (sub)transaction callbacks; called once from `_PG_init`.
+/// Registers the transaction callback; called once from `_PG_init`.
 pub fn register_callbacks() {
-    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    // SAFETY: a plain C callback with no argument, registered once per backend.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
     }
 }
 

@@ -176,29 +176,6 @@ fn column<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> Option<T
     }
 }
 
-/// The lease table, opened for reading until the transaction ends (the sweep's page reads).
-fn open_for_reading() -> Result<pg_sys::Relation, Fallback> {
-    // SAFETY: a catalog lookup and a relation open inside a transaction.
-    unsafe {
-        if pg_sys::IsInParallelMode() {
-            return Err(Fallback);
-        }
-        let table = oids()?.table;
-        Ok(pg_sys::table_open(table, pg_sys::AccessShareLock as i32))
-    }
-}
-
-/// Pages of the lease table.
-pub fn page_count() -> Result<i64, Fallback> {
-    let rel = open_for_reading()?;
-    // SAFETY: an open relation; its size is cached by the storage manager.
-    unsafe {
-        let pages = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
-        pg_sys::table_close(rel, pg_sys::NoLock as i32);
-        Ok(i64::from(pages))
-    }
-}
-
 fn item_pointer(page: u32, offset: u16) -> pg_sys::ItemPointerData {
     pg_sys::ItemPointerData {
         ip_blkid: pg_sys::BlockIdData { bi_hi: (page >> 16) as u16, bi_lo: page as u16 },
@@ -206,43 +183,80 @@ fn item_pointer(page: u32, offset: u16) -> pg_sys::ItemPointerData {
     }
 }
 
-/// Keys of the visible rows on heap page `page` whose TTL ran out by `now`: a TID range scan of
-/// that one page, as the SQL statement's plan does.
-pub fn expired_on_page(page: i64, now: Timestamp) -> Result<Vec<String>, Fallback> {
-    let Ok(page) = u32::try_from(page) else { return Ok(Vec::new()) };
-    let rel = open_for_reading()?;
-    // SAFETY: a table AM scan with a registered snapshot, as the executor's TID range scan does;
-    // the slot and scan are released before returning (an error releases them with the
-    // transaction's resources).
-    unsafe {
-        let am = &*(*rel).rd_tableam;
+/// The lease table opened for the sweep's page reads (its lock kept until the transaction ends),
+/// if its access method has TID range scans.
+pub struct Pages {
+    rel: pg_sys::Relation,
+    am: &'static pg_sys::TableAmRoutine,
+}
+
+impl Pages {
+    pub fn open() -> Result<Pages, Fallback> {
+        // SAFETY: a catalog lookup and a relation open inside a transaction; the access method
+        // routine lives as long as the backend.
+        unsafe {
+            if pg_sys::IsInParallelMode() {
+                return Err(Fallback);
+            }
+            let rel = pg_sys::table_open(oids()?.table, pg_sys::AccessShareLock as i32);
+            let am = &*(*rel).rd_tableam;
+            if am.scan_set_tidrange.is_none() || am.scan_getnextslot_tidrange.is_none() {
+                pg_sys::table_close(rel, pg_sys::NoLock as i32);
+                return Err(Fallback);
+            }
+            Ok(Pages { rel, am })
+        }
+    }
+
+    /// Pages of the table.
+    pub fn count(&self) -> i64 {
+        // SAFETY: an open relation; its size is cached by the storage manager.
+        i64::from(unsafe {
+            pg_sys::RelationGetNumberOfBlocksInFork(self.rel, pg_sys::ForkNumber::MAIN_FORKNUM)
+        })
+    }
+
+    /// Keys of the visible rows on heap page `page` whose TTL ran out by `now`: a TID range scan
+    /// of that one page, as the SQL statement's plan does.
+    pub fn expired_on(&self, page: i64, now: Timestamp) -> Vec<String> {
+        let Ok(page) = u32::try_from(page) else { return Vec::new() };
+        let am = self.am;
+        // Present: every access method has scan_begin/scan_end, `open` checked the other two.
         let (Some(begin), Some(set_range), Some(next), Some(end)) =
             (am.scan_begin, am.scan_set_tidrange, am.scan_getnextslot_tidrange, am.scan_end)
         else {
-            pg_sys::table_close(rel, pg_sys::NoLock as i32);
-            return Err(Fallback);
+            return Vec::new();
         };
-        pg_sys::CommandCounterIncrement();
-        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-        let flags = pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
-        let scan = begin(rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
-        let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
-        set_range(scan, &mut first, &mut last);
-        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
-        let mut expired = Vec::new();
-        while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-            pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-            if column::<i64>(slot, EXPIRES_AT).is_some_and(|e| e <= now)
-                && let Some(key) = column::<String>(slot, KEY)
-            {
-                expired.push(key);
+        // SAFETY: a table AM scan with a registered snapshot, as the executor's TID range scan
+        // does; the slot and scan are released before returning (an error releases them with
+        // the transaction's resources).
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            let flags = pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+            let scan = begin(self.rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
+            let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
+            set_range(scan, &mut first, &mut last);
+            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
+            let mut expired = Vec::new();
+            while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                if column::<i64>(slot, EXPIRES_AT).is_some_and(|e| e <= now)
+                    && let Some(key) = column::<String>(slot, KEY)
+                {
+                    expired.push(key);
+                }
             }
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            end(scan);
+            pg_sys::UnregisterSnapshot(snapshot);
+            expired
         }
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        end(scan);
-        pg_sys::UnregisterSnapshot(snapshot);
-        pg_sys::table_close(rel, pg_sys::NoLock as i32);
-        Ok(expired)
+    }
+
+    pub fn close(self) {
+        // SAFETY: closes what `open` opened; the lock stays until the transaction ends.
+        unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as i32) };
     }
 }
 

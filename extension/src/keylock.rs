@@ -82,7 +82,7 @@ pub(crate) fn release(tag: &pg_sys::LOCKTAG, mode: u32, session: bool) {
 thread_local! {
     /// Key lock holds (hash, mode) of this transaction, tagged by the subtransaction that took
     /// them: they belong to the top transaction, so a rolled-back savepoint gives back its own
-    /// here (`on_subxact`); what it changed under them is undone, so the keys are free again.
+    /// here (`sub_end`); what it changed under them is undone, so the keys are free again.
     static HELD: RefCell<Pending<(u64, u32)>> = const { RefCell::new(Pending::new()) };
 }
 
@@ -144,31 +144,23 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subxact(
-    event: pg_sys::SubXactEvent::Type,
-    sub: pg_sys::SubTransactionId,
-    parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        SUBXACT_EVENT_COMMIT_SUB => HELD.with(|h| h.borrow_mut().sub_commit(sub, parent)),
-        SUBXACT_EVENT_ABORT_SUB => {
-            for (hash, mode) in HELD.with(|h| h.borrow_mut().sub_abort(sub)) {
-                release(&tag(SPACE_KEY, hash), mode, false);
-            }
+/// A subtransaction ended (`subxact.rs`): a released one's holds are its parent's; a rolled-back
+/// one gives back its own.
+pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
+    if commit {
+        HELD.with(|h| h.borrow_mut().sub_commit(sub, parent));
+    } else {
+        for (hash, mode) in HELD.with(|h| h.borrow_mut().sub_abort(sub)) {
+            release(&tag(SPACE_KEY, hash), mode, false);
         }
-        _ => {}
     }
 }
 
-/// Registers the (sub)transaction callbacks; called once from `_PG_init`.
+/// Registers the transaction callback; called once from `_PG_init`.
 pub fn register_callbacks() {
-    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    // SAFETY: a plain C callback with no argument, registered once per backend.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
     }
 }
 

@@ -29,6 +29,7 @@ mod session;
 mod shmem;
 mod spi;
 mod store;
+mod subxact;
 mod sweep;
 mod wait;
 mod waitslot;
@@ -42,13 +43,12 @@ extension_sql_file!("sql/finalize.sql", name = "finalize", finalize);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::register();
-    // First: subtransaction callbacks run newest first, and key locks must go last.
     keylock::register_callbacks();
     session::register_callbacks();
     durability::register_callbacks();
     handoff::register_callbacks();
-    queue::register_callbacks();
     watch::register_callbacks();
+    subxact::register_callback();
     shmem::request_at_preload();
     interrupt::install();
 }

@@ -8,7 +8,7 @@
 //! let them go by itself: a wait cancelled inside a savepoint, or a grant that a rollback to a
 //! savepoint undid, would leave its session at the head of the queue, blocking everyone behind
 //! until its transaction ends. So this session's queue entries remember the subtransaction
-//! that joined, and a subtransaction abort leaves the queues it joined (`on_subxact`).
+//! that joined, and a subtransaction abort leaves the queues it joined (`sub_end`).
 //!
 //! Preloaded, shared memory also counts the sessions in queues, per bucket of key hashes
 //! (`occupancy`), so that the common case — nobody waits — costs no lock-manager lookup at all.
@@ -87,36 +87,21 @@ pub fn end_of_transaction() {
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subxact(
-    event: pg_sys::SubXactEvent::Type,
-    sub: pg_sys::SubTransactionId,
-    parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        // What the subtransaction joined now belongs to its parent.
-        SUBXACT_EVENT_COMMIT_SUB => MINE.with(|m| m.borrow_mut().sub_commit(sub, parent)),
-        // Leave the queues it joined; a head's published request goes with it. (A join still
-        // waiting lost its request to the abort already.)
-        SUBXACT_EVENT_ABORT_SUB => {
-            for e in MINE.with(|m| m.borrow_mut().sub_abort(sub)) {
-                if e.head.get() {
-                    keylock::release(&tag(SPACE_QUEUE, e.hash), pg_sys::ExclusiveLock, false);
-                    waitslot::abandon();
-                }
-                occupancy::exit(e.hash);
-            }
-        }
-        _ => {}
+/// A subtransaction ended (`subxact.rs`): what a released one joined is its parent's; a
+/// rolled-back one leaves the queues it joined, and a head's published request goes with it. (A
+/// join still waiting lost its request to the abort already.)
+pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
+    if commit {
+        MINE.with(|m| m.borrow_mut().sub_commit(sub, parent));
+        return;
     }
-}
-
-/// Registers the subtransaction callback; called once from `_PG_init`.
-pub fn register_callbacks() {
-    // SAFETY: a plain C callback with no argument, registered once per backend.
-    unsafe { pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut()) };
+    for e in MINE.with(|m| m.borrow_mut().sub_abort(sub)) {
+        if e.head.get() {
+            keylock::release(&tag(SPACE_QUEUE, e.hash), pg_sys::ExclusiveLock, false);
+            waitslot::abandon();
+        }
+        occupancy::exit(e.hash);
+    }
 }
 
 /// The head of the key's queue (the holder of its queue lock), if any.

@@ -106,7 +106,8 @@ fn settle(commit: bool) {
     });
 }
 
-fn settle_subxact(commit: bool, sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId) {
+/// A subtransaction ended (`subxact.rs`): a rolled-back one's bindings go.
+pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         if commit {
@@ -136,26 +137,10 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subxact(
-    event: pg_sys::SubXactEvent::Type,
-    sub: pg_sys::SubTransactionId,
-    parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        SUBXACT_EVENT_COMMIT_SUB => settle_subxact(true, sub, parent),
-        SUBXACT_EVENT_ABORT_SUB => settle_subxact(false, sub, parent),
-        _ => {}
-    }
-}
-
-/// Registers the transaction callbacks; called once from `_PG_init`.
+/// Registers the transaction callback; called once from `_PG_init`.
 pub fn register_callbacks() {
-    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    // SAFETY: a plain C callback with no argument, registered once per backend.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
     }
 }

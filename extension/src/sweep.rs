@@ -36,14 +36,18 @@ pub fn after_grant(spi: &Spi, now: Timestamp) {
     // SAFETY: the backend's own PRNG state.
     let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
     if n % PAGE_SWEEP_ONE_IN == 0 {
-        let pages = heap::page_count().unwrap_or_else(|heap::Fallback| store::page_count(spi));
-        if pages > 0 {
-            let page = i64::from(n / PAGE_SWEEP_ONE_IN) % pages;
-            let expired = heap::expired_on_page(page, now)
-                .unwrap_or_else(|heap::Fallback| without_seqscan(|| store::expired_on_page(spi, page, now)));
-            for key in expired {
-                reap(spi, &key, now);
+        let pick = |pages: i64| (pages > 0).then(|| i64::from(n / PAGE_SWEEP_ONE_IN) % pages);
+        let expired = match heap::Pages::open() {
+            Ok(table) => {
+                let keys = pick(table.count()).map(|page| table.expired_on(page, now));
+                table.close();
+                keys
             }
+            Err(heap::Fallback) => pick(store::page_count(spi))
+                .map(|page| without_seqscan(|| store::expired_on_page(spi, page, now))),
+        };
+        for key in expired.into_iter().flatten() {
+            reap(spi, &key, now);
         }
     }
     if n % SESSION_SCAN_ONE_IN == 0 {

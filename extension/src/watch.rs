@@ -120,27 +120,20 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subxact(
-    event: pg_sys::SubXactEvent::Type,
-    sub: pg_sys::SubTransactionId,
-    parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        SUBXACT_EVENT_COMMIT_SUB => PENDING.with(|p| p.borrow_mut().sub_commit(sub, parent)),
-        SUBXACT_EVENT_ABORT_SUB => settle(PENDING.with(|p| p.borrow_mut().sub_abort(sub)), false),
-        _ => {}
+/// A subtransaction ended (`subxact.rs`): a rolled-back one's watch changes are undone.
+pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
+    if commit {
+        PENDING.with(|p| p.borrow_mut().sub_commit(sub, parent));
+    } else {
+        settle(PENDING.with(|p| p.borrow_mut().sub_abort(sub)), false);
     }
 }
 
-/// Registers the transaction callbacks; called once from `_PG_init`.
+/// Registers the transaction callback; called once from `_PG_init`.
 pub fn register_callbacks() {
-    // SAFETY: plain C callbacks with no argument, registered once per backend.
+    // SAFETY: a plain C callback with no argument, registered once per backend.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
     }
 }
 
