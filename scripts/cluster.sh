@@ -8,7 +8,7 @@
 #
 # The cluster lives in DIR, listens on a unix socket in DIR and on 127.0.0.1 at a free port,
 # and runs as the `postgres` user when we are root (initdb refuses root).
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PG_BIN=${PG_BIN:-$(/usr/lib/postgresql/15/bin/pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
 cmd=${1:?usage: cluster.sh start|stop|env DIR}
@@ -63,6 +63,8 @@ start)
   ;;
 stop)
   mode=${1:-fast}
+  # Nothing to stop where nothing was ever started (a fresh clone has no build/ yet).
+  if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then exit 0; fi
   dir=$(readlink -f "$dir")
   if [ -f "$dir/data/postmaster.pid" ]; then
     as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true

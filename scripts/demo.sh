@@ -3,7 +3,7 @@
 # cluster in $BUILD/demo — a race, a server-side wait, a renew, an expiry takeover with fencing,
 # the lease table, a release refused to the wrong role, and fast mode. Expects `make install`
 # first.
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build}
@@ -27,7 +27,10 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 -P footer=off -P null=NULL "$@"; }
 ask() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 sql <<'SQL'
-CREATE EXTENSION dlock;
+-- Installed into a schema of its own, which nobody else can write, and called qualified: no
+-- object a role creates in public can capture a call (README, Security).
+CREATE SCHEMA dlock;
+CREATE EXTENSION dlock SCHEMA dlock;
 \echo
 \echo '== dlock demo: distributed locks (leases) inside PostgreSQL'
 \echo
@@ -36,13 +39,13 @@ CREATE EXTENSION dlock;
 SQL
 
 for worker in worker-A worker-B; do
-  ask -v worker="$worker" <<<"SELECT format('   %s: dlock_acquire(''report:nightly'', ...) -> %s', :'worker',
-            coalesce('fence ' || dlock_acquire('report:nightly', :'worker', '1 minute'),
+  ask -v worker="$worker" <<<"SELECT format('   %s: dlock.dlock_acquire(''report:nightly'', ...) -> %s', :'worker',
+            coalesce('fence ' || dlock.dlock_acquire('report:nightly', :'worker', '1 minute'),
                      'NULL (someone else holds it)'))" &
 done
 wait
 
-winner=$(ask <<<"SELECT owner FROM dlock_locks WHERE key = 'report:nightly'")
+winner=$(ask <<<"SELECT owner FROM dlock.dlock_locks WHERE key = 'report:nightly'")
 loser="worker-B"
 if [ "$winner" = "worker-B" ]; then loser="worker-A"; fi
 
@@ -54,16 +57,16 @@ SQL
 
 ask -v loser="$loser" <<<"SELECT format('   %s waited %s s and got fence %s', :'loser',
           to_char(extract(epoch FROM clock_timestamp() - statement_timestamp()), 'FM990.00'), f)
-   FROM (SELECT dlock_acquire('report:nightly', :'loser', '30 seconds', wait => '10 seconds') AS f) AS g" &
+   FROM (SELECT dlock.dlock_acquire('report:nightly', :'loser', '30 seconds', wait => '10 seconds') AS f) AS g" &
 waiter=$!
 
 sql -v winner="$winner" <<'SQL'
 SELECT pg_sleep(1) \g /dev/null
-\echo '   while it waits, dlock_locks shows one waiter on the key:'
-SELECT key, owner, fence, waiters FROM dlock_locks WHERE key = 'report:nightly';
+\echo '   while it waits, dlock.dlock_locks shows one waiter on the key:'
+SELECT key, owner, fence, waiters FROM dlock.dlock_locks WHERE key = 'report:nightly';
 SELECT pg_sleep(1) \g /dev/null
 \echo '   ' :winner 'releases:'
-SELECT dlock_release('report:nightly', :'winner') AS released;
+SELECT dlock.dlock_release('report:nightly', :'winner') AS released;
 SQL
 wait "$waiter"
 
@@ -71,31 +74,31 @@ sql -v loser="$loser" <<'SQL'
 \echo
 \echo '-- 3. A long job renews its lease before the ttl runs out (renew returns the new expires_at).'
 SELECT round(extract(epoch FROM expires_at - now())) AS before
-  FROM dlock_locks WHERE key = 'report:nightly' \gset
+  FROM dlock.dlock_locks WHERE key = 'report:nightly' \gset
 SELECT :before AS "expires in (s) before",
-       round(extract(epoch FROM dlock_renew('report:nightly', :'loser', '5 minutes') - now()))
-         AS "after dlock_renew(..., '5 minutes')";
-SELECT dlock_release('report:nightly', :'loser') AS released;
+       round(extract(epoch FROM dlock.dlock_renew('report:nightly', :'loser', '5 minutes') - now()))
+         AS "after dlock.dlock_renew(..., '5 minutes')";
+SELECT dlock.dlock_release('report:nightly', :'loser') AS released;
 
 \echo
 \echo '-- 4. Expiry takeover. worker-A takes a 1-second lease, then stalls (a GC pause, a lost network).'
-SELECT dlock_acquire('cron:cleanup', 'worker-A', '1 second') AS fence_a \gset
+SELECT dlock.dlock_acquire('cron:cleanup', 'worker-A', '1 second') AS fence_a \gset
 \echo '   worker-A holds cron:cleanup with fence' :fence_a
 \echo '   ... 1.5 seconds pass ...'
 SELECT pg_sleep(1.5) \g /dev/null
 \echo '   the lease has expired: worker-B takes the key and gets a larger fence'
-SELECT dlock_acquire('cron:cleanup', 'worker-B', '1 minute') AS fence_b \gset
+SELECT dlock.dlock_acquire('cron:cleanup', 'worker-B', '1 minute') AS fence_b \gset
 SELECT :fence_b AS fence_b, :fence_b > :fence_a AS "fence_b > fence_a";
 \echo '   worker-A wakes up: its release answers false, and a fenced write with its old token does nothing'
-SELECT dlock_release('cron:cleanup', 'worker-A') AS a_released,
-       dlock_holds('cron:cleanup', :fence_a) AS a_fence_valid,
-       dlock_holds('cron:cleanup', :fence_b) AS b_fence_valid;
+SELECT dlock.dlock_release('cron:cleanup', 'worker-A') AS a_released,
+       dlock.dlock_holds('cron:cleanup', :fence_a) AS a_fence_valid,
+       dlock.dlock_holds('cron:cleanup', :fence_b) AS b_fence_valid;
 
 \echo
-\echo '-- 5. Every live lease, as the view dlock_locks shows it. invoice:42 is session-bound'
+\echo '-- 5. Every live lease, as the view dlock.dlock_locks shows it. invoice:42 is session-bound'
 \echo '--    (ttl NULL): it never expires and ends with this psql session.'
-SELECT dlock_acquire('invoice:42', 'billing:host7:2f9c', NULL) IS NOT NULL AS session_bound_lease;
-SELECT * FROM dlock_locks ORDER BY key;
+SELECT dlock.dlock_acquire('invoice:42', 'billing:host7:2f9c', NULL) IS NOT NULL AS session_bound_lease;
+SELECT * FROM dlock.dlock_locks ORDER BY key;
 SQL
 
 sql <<'SQL'
@@ -104,26 +107,27 @@ sql <<'SQL'
 \echo '--    and tries to release it: refused with 42501, even with the right owner.'
 CREATE ROLE alice LOGIN;
 CREATE ROLE mallory LOGIN;
+GRANT USAGE ON SCHEMA dlock TO alice, mallory;
 SQL
-ask -U alice <<<"SELECT '   alice acquires payroll: fence ' || dlock_acquire('payroll', 'alice:host1:7f3a', '1 minute')"
+ask -U alice <<<"SELECT '   alice acquires payroll: fence ' || dlock.dlock_acquire('payroll', 'alice:host1:7f3a', '1 minute')"
 psql -X -q -P footer=off -P null=NULL -U mallory 2>&1 <<'SQL' || true
 \set SHOW_CONTEXT never
 \echo '   mallory sees the lease but not its owner:'
-SELECT key, owner, holder_role FROM dlock_locks WHERE key = 'payroll';
-SELECT dlock_release('payroll', 'alice:host1:7f3a');
+SELECT key, owner, holder_role FROM dlock.dlock_locks WHERE key = 'payroll';
+SELECT dlock.dlock_release('payroll', 'alice:host1:7f3a');
 \echo '   SQLSTATE' :LAST_ERROR_SQLSTATE
 SQL
-ask -U alice <<<"SELECT '   alice releases her own lease: ' || dlock_release('payroll', 'alice:host1:7f3a')"
+ask -U alice <<<"SELECT '   alice releases her own lease: ' || dlock.dlock_release('payroll', 'alice:host1:7f3a')"
 
 sql <<'SQL'
 \echo
 \echo '-- 7. Fast mode: the same leases kept in shared memory, no WAL, for Redis-like speed.'
 \echo '--    After every server start no fast key is granted for dlock.fast_max_ttl (5 s here), so'
 \echo '--    leases from before a crash have run out first: this acquire waits out what is left.'
-SELECT dlock_fast_acquire('cache:rebuild', 'host7:4242:9f1c', '5 seconds', wait => '10 seconds') AS fast_fence;
-SELECT dlock_fast_acquire('cache:rebuild', 'host8:77:01ab', '5 seconds') AS other_owner;
-SELECT key, owner, fence, hold_count FROM dlock_fast_locks();
-SELECT dlock_fast_release('cache:rebuild', 'host7:4242:9f1c') AS released;
+SELECT dlock.dlock_fast_acquire('cache:rebuild', 'host7:4242:9f1c', '5 seconds', wait => '10 seconds') AS fast_fence;
+SELECT dlock.dlock_fast_acquire('cache:rebuild', 'host8:77:01ab', '5 seconds') AS other_owner;
+SELECT key, owner, fence, hold_count FROM dlock.dlock_fast_locks();
+SELECT dlock.dlock_fast_release('cache:rebuild', 'host7:4242:9f1c') AS released;
 SQL
 
 echo

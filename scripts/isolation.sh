@@ -3,7 +3,7 @@
 # pg_isolation_regress against a fresh cluster; outputs must equal sql/isolation/expected/*.out.
 #
 #   ISOLATION_ACCEPT=1 bash scripts/isolation.sh   copy the results over the expected files (then READ them)
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build}

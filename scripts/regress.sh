@@ -4,7 +4,7 @@
 # sql/expected/NN_name.out. Results and regression.diffs land in $BUILD/regress.
 #
 #   REGRESS_ACCEPT=1 bash scripts/regress.sh   copy the results over sql/expected/ (then READ them)
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent machine setup: Debian packages, the pinned cargo-pgrx, and `cargo pgrx init`.
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGRX_VERSION=${PGRX_VERSION:-$(sed -n 's/^pgrx = "=\(.*\)"/\1/p' "$(dirname "$0")/../extension/Cargo.toml")}
 

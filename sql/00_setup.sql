@@ -14,10 +14,13 @@ SELECT p.oid, n.nspname AS schema, p.proname AS function
 SELECT schema, function, pg_get_function_arguments(oid) AS arguments,
        pg_get_function_result(oid) AS result
   FROM dlock_functions ORDER BY schema, function;
--- All SECURITY DEFINER with a pinned search_path (pg_temp last), volatile, not strict (a NULL
--- argument is an error, not a silent NULL) — except the fast-mode functions: they run no SQL
--- and resolve no name by the caller's search_path (shared memory only), so they are SECURITY
--- INVOKER with nothing to pin (a SET would cost them about 15 % of their throughput).
+-- None is SECURITY DEFINER: each runs as its caller, so that dlock sees the role PostgreSQL
+-- says is running (after SET ROLE, inside a SECURITY DEFINER caller, or for a table's owner
+-- during ANALYZE or REFRESH), and runs only its own statements on dlock_internal as the
+-- extension's owner. All pin their search_path (pg_temp last), are volatile, not strict (a NULL
+-- argument is an error, not a silent NULL) — except that the fast-mode functions pin nothing:
+-- they run no SQL and resolve no name by the caller's search_path (shared memory only), and a
+-- SET would cost them about 15 % of their throughput.
 SELECT f.schema, f.function, p.prosecdef AS security_definer, p.proconfig AS config,
        p.provolatile AS volatility, p.proisstrict AS strict
   FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
@@ -26,10 +29,13 @@ SELECT f.schema, f.function, p.prosecdef AS security_definer, p.proconfig AS con
 SELECT f.function AS unpinned_function
   FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
  WHERE f.function NOT LIKE 'dlock\_fast\_%'
-   AND (NOT p.prosecdef OR p.proconfig IS NULL
+   AND (p.proconfig IS NULL
         OR NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%'));
--- The fast-mode functions carry no privileges of their own to abuse.
-SELECT f.function AS fast_function_with_privileges
+-- No function carries privileges of its own to abuse.
+SELECT f.function AS security_definer_function
+  FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
+ WHERE p.prosecdef;
+SELECT f.function AS fast_function_with_settings
   FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
  WHERE f.function LIKE 'dlock\_fast\_%' AND (p.prosecdef OR p.proconfig IS NOT NULL);
 -- PUBLIC may execute every function; dlock_force_release checks its caller itself.
@@ -42,9 +48,15 @@ SELECT column_name, data_type
  WHERE table_name = 'dlock_locks'
  ORDER BY ordinal_position;
 
--- The lease state: a schema PUBLIC cannot use, tables PUBLIC cannot touch.
+-- The lease state: a schema PUBLIC cannot use, tables PUBLIC cannot touch. The database's
+-- owner may read and set the fence position (pg_dump and its restore), nothing else.
 SELECT has_schema_privilege('public', 'dlock_internal', 'USAGE') AS public_usage,
        has_schema_privilege('public', 'dlock_internal', 'CREATE') AS public_create;
+SELECT a.privilege_type, c.relname
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
+       aclexplode(c.relacl) a
+ WHERE n.nspname = 'dlock_internal' AND a.grantee = 'pg_database_owner'::regrole
+ ORDER BY 1, 2;
 SELECT count(*) > 0 AS has_lease_table,
        bool_or(has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'))
          AS public_has_any_privilege
@@ -52,8 +64,10 @@ SELECT count(*) > 0 AS has_lease_table,
  WHERE n.nspname = 'dlock_internal';
 SELECT to_regclass('dlock_internal.lease') IS NOT NULL AS lease_table_exists;
 
--- The admin role for force_release and seeing every owner.
-SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'dlock_admin';
+-- The admin role for force_release and seeing every owner, and the role trusted to check (and
+-- so pin) other roles' fences.
+SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname IN ('dlock_admin', 'dlock_fencer')
+ ORDER BY rolname;
 
 -- The GUC: default one day, only a superuser may change it.
 SELECT name, setting, unit, context, vartype FROM pg_settings WHERE name = 'dlock.max_ttl';

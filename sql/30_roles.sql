@@ -44,9 +44,18 @@ SELECT key, owner, fence = :f AS same_fence, hold_count, holder_role FROM dlock_
 SELECT dlock_acquire('roles:k', 'bob-1', '1 minute') IS NULL AS bob_refused;
 -- Presenting alice's owner string does not make bob's acquire reentrant: the key is busy.
 SELECT dlock_acquire('roles:k', 'alice-1', '1 minute') IS NULL AS bob_as_alice_refused;
--- The fence is the proof for fenced writes, whoever checks it.
+-- A true dlock_holds pins the key until the checker's transaction ends, so checking another
+-- role's fence takes dlock_fencer (42501 otherwise, and nothing is pinned); a fence no live
+-- lease carries is simply false.
 SELECT dlock_holds('roles:k', :f) AS bob_checks_fence;
+\echo :LAST_ERROR_SQLSTATE
+SELECT dlock_holds('roles:k', :f + 1) AS bob_checks_a_wrong_fence;
 RESET ROLE;
+GRANT dlock_fencer TO regress_bob;
+SET ROLE regress_bob;
+SELECT dlock_holds('roles:k', :f) AS fencer_bob_checks_fence;
+RESET ROLE;
+REVOKE dlock_fencer FROM regress_bob;
 
 -- Nothing changed for alice.
 SET ROLE regress_alice;

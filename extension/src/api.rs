@@ -1,8 +1,9 @@
-//! The SQL functions of the contract: check arguments, run the operation, map errors. All are
-//! SECURITY DEFINER (they alone may touch `dlock_internal`) with a pinned `search_path` of
-//! schemas no caller can create objects in (`pg_temp` explicitly last), so nothing a caller
-//! creates in `public` or `pg_temp` can ever be picked up in their place. The fast-mode
-//! functions are the exception, and say why.
+//! The SQL functions of the contract: check arguments, run the operation, map errors. They run
+//! as their caller, so that dlock sees the role PostgreSQL says is calling (`role.rs`), and
+//! switch to the extension's owner only for their own statements on `dlock_internal`. The
+//! durable ones pin a `search_path` of schemas no caller can create objects in (`pg_temp`
+//! explicitly last), so nothing a caller creates in `public` or `pg_temp` can ever be picked up
+//! in their place. The fast-mode functions run no SQL and pin none, and say why.
 
 use crate::args;
 use crate::error::{DlockError, OrRaise};
@@ -30,7 +31,7 @@ fn timestamptz(t: i64) -> TimestampWithTimeZone {
 
 /// Takes the lease `key` for `owner`: returns its fence token, or NULL when another owner holds
 /// it and `wait` elapsed. `ttl NULL`: bound to this session. `wait NULL`: wait without limit.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_acquire(
     key: Option<&str>,
@@ -53,7 +54,7 @@ fn dlock_acquire(
 /// lease expires by itself, '0' if a transaction kept the key locked past `settle`, or NULL when
 /// only a release, a force release or the holder's session ending frees it (and watchers get a
 /// NOTIFY then).
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_try_acquire(
     key: Option<&str>,
@@ -79,7 +80,7 @@ fn dlock_try_acquire(
 /// channel, which it returns (`dlock_` and 16 hex digits), and whoever frees the key (release,
 /// release_all, force release, a shortening renew, a session-bound holder's session ending)
 /// NOTIFYs that channel at commit. Idempotent; lasts until `dlock_unwatch` or session end.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_watch(key: Option<&str>) -> String {
     let key = args::key(key).or_raise("dlock_watch");
@@ -89,7 +90,7 @@ fn dlock_watch(key: Option<&str>) -> String {
 }
 
 /// Ends this session's watch of `key` (and LISTEN on its channel); whether it had one.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_unwatch(key: Option<&str>) -> bool {
     let key = args::key(key).or_raise("dlock_unwatch");
@@ -98,7 +99,7 @@ fn dlock_unwatch(key: Option<&str>) -> bool {
 
 /// Extends the caller's live lease to now + `ttl`; returns the new expiry ('infinity' for a
 /// session-bound lease), or NULL when the caller does not hold it.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_renew(
     key: Option<&str>,
@@ -115,7 +116,7 @@ fn dlock_renew(
 }
 
 /// Gives back one hold of the caller's live lease; false when the caller does not hold it.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_release(key: Option<&str>, owner: Option<&str>) -> bool {
     const F: &str = "dlock_release";
@@ -126,7 +127,7 @@ fn dlock_release(key: Option<&str>, owner: Option<&str>) -> bool {
 
 /// Frees every live lease of `owner` taken by the caller's role (any role's for dlock_admin);
 /// returns how many keys were freed.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_release_all(owner: Option<&str>) -> i32 {
     let owner = args::owner(owner).or_raise("dlock_release_all");
@@ -134,9 +135,9 @@ fn dlock_release_all(owner: Option<&str>) -> i32 {
 }
 
 // The fast-mode functions run no SQL and look nothing up by the caller's search_path; they
-// touch only shared memory (and draw a fence epoch by the sequence's OID, without a privilege
-// check). So they need neither SECURITY DEFINER nor a pinned search_path, whose SET would cost
-// them about 15 % of their throughput (measured with pgbench at 8 clients).
+// touch only shared memory (and write a fence epoch's WAL record). So they need no pinned
+// search_path, whose SET would cost them about 15 % of their throughput (measured with
+// pgbench at 8 clients).
 
 /// Fast mode (preloaded only; README "Fast mode"): takes `key` for `owner` in shared memory,
 /// with no WAL and no table: its fence, or NULL when another owner holds it and `wait` elapsed.
@@ -225,18 +226,19 @@ fn dlock_fast_locks() -> TableIterator<
 }
 
 /// Whether a live lease on `key` carries `fence`; while true, the key cannot change hands
-/// before the calling transaction ends (for fenced writes in the same database).
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+/// before the calling transaction ends (for fenced writes in the same database). Asking about
+/// another role's live lease needs `dlock_fencer` (or `dlock_admin`): 42501 otherwise.
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_holds(key: Option<&str>, fence: Option<i64>) -> bool {
     const F: &str = "dlock_holds";
     let key = args::key(key).or_raise(F);
     let fence = fence.unwrap_or_else(|| DlockError::Arg(args::ArgError::Null("fence")).raise(F));
-    ops::holds(key, fence)
+    ops::holds(key, fence).or_raise(F)
 }
 
 /// Frees `key` whoever holds it (superusers and dlock_admin members only); logged.
-#[pg_extern(security_definer, volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_force_release(key: Option<&str>) -> bool {
     const F: &str = "dlock_force_release";
@@ -256,7 +258,7 @@ mod dlock_internal {
     use std::collections::HashMap;
 
     /// The rows of the `dlock_locks` view: live leases, owners masked for other roles.
-    #[pg_extern(security_definer, volatile, parallel_unsafe)]
+    #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, dlock_internal, pg_temp)]
     #[allow(clippy::type_complexity)]
     fn locks() -> TableIterator<

@@ -14,6 +14,8 @@ pub enum DlockError {
     ForeignRole { action: &'static str },
     /// A function for `dlock_admin` members called by someone else (42501).
     NotAdmin { function: &'static str },
+    /// `dlock_holds` on another role's live lease by a role not trusted to fence (42501).
+    NotFencer,
     /// An unbounded wait for a lease bound to the waiting session itself (40P01).
     SelfDeadlock,
     /// PREPARE TRANSACTION of a transaction whose dlock work cannot outlive its session (0A000).
@@ -24,6 +26,8 @@ pub enum DlockError {
     OnStandby,
     /// No room for another fast lease (53400).
     FastTableFull { max: usize },
+    /// The role or the database holds its share of the fast table (53400).
+    FastShare { share: crate::fast::Share, role: u32 },
 }
 
 impl From<ArgError> for DlockError {
@@ -85,6 +89,21 @@ impl DlockError {
                 format!("dlock: the fast lease table is full ({max} live leases)"),
                 Some("Raise dlock.fast_max_leases (server start), or release leases sooner.".into()),
             ),
+            DlockError::FastShare { share, role } => {
+                let (who, held, max, setting) = match share {
+                    crate::fast::Share::Role { held, max } => {
+                        (format!("role {}", crate::role::name(*role)), held, max, "dlock.fast_max_leases_per_role")
+                    }
+                    crate::fast::Share::Database { held, max } => {
+                        ("this database".to_string(), held, max, "dlock.fast_max_leases_per_database")
+                    }
+                };
+                (
+                    ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                    format!("dlock: {who} holds {held} fast leases, its share of the fast lease table ({setting} = {max})"),
+                    Some(format!("Release fast leases sooner, or have a superuser raise {setting}.")),
+                )
+            }
             DlockError::Arg(ArgError::Negative(arg)) => (
                 ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("dlock: {arg} must not be negative"),
@@ -99,6 +118,13 @@ impl DlockError {
                 ERRCODE_T_R_DEADLOCK_DETECTED,
                 "dlock: deadlock detected: the key is held by a lease bound to this same session".into(),
                 Some("Another owner string of this session holds it; release it first, or give the wait a limit.".into()),
+            ),
+            DlockError::NotFencer => (
+                ERRCODE_INSUFFICIENT_PRIVILEGE,
+                "dlock: permission denied to check the fence of a lease taken by another role".into(),
+                Some("A true dlock_holds keeps the key from changing hands until the transaction ends, \
+                      which would hold up the lease's role: only that role, members of dlock_fencer \
+                      and of dlock_admin may do that.".into()),
             ),
             DlockError::NotAdmin { function } => (
                 ERRCODE_INSUFFICIENT_PRIVILEGE,

@@ -27,6 +27,12 @@ const HOLD_COUNT: usize = 4;
 const EXPIRES_AT: usize = 6;
 const COLUMNS: usize = 8;
 
+/// The owner of the lease table, as whom dlock's own statements run; `None` while the
+/// extension is not (fully) installed in this database.
+pub fn table_owner() -> Option<Oid> {
+    oids().ok().map(|o| o.owner)
+}
+
 /// The direct path does not apply; use the SQL statement.
 pub struct Fallback;
 
@@ -50,6 +56,8 @@ struct Oids {
     pkey: Oid,
     session_bound: Oid,
     sequence: Oid,
+    /// The lease table's owner: dlock's own statements run as this role (`role::as_owner`).
+    owner: Oid,
 }
 
 thread_local! {
@@ -82,10 +90,19 @@ fn oids() -> Result<Oids, Fallback> {
         pkey: relid(schema, c"lease_pkey"),
         session_bound: relid(schema, c"lease_session_bound"),
         sequence: relid(schema, c"fence_seq"),
+        owner: pg_sys::InvalidOid,
     };
     if [oids.table, oids.pkey, oids.session_bound, oids.sequence].contains(&pg_sys::InvalidOid) {
         return Err(Fallback);
     }
+    // SAFETY: opens the table to read its owner from the relcache; the lock is kept, as any
+    // statement on it would keep it.
+    let oids = unsafe {
+        let rel = pg_sys::table_open(oids.table, pg_sys::AccessShareLock as i32);
+        let owner = (*(*rel).rd_rel).relowner;
+        pg_sys::table_close(rel, pg_sys::NoLock as i32);
+        Oids { owner, ..oids }
+    };
     if !FORGETTING.with(|f| f.replace(true)) {
         // SAFETY: registers a callback with no argument, once per backend.
         unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(forget), Datum::from(0)) };
@@ -104,7 +121,7 @@ impl Table {
             if pg_sys::XactReadOnly || pg_sys::IsInParallelMode() {
                 return Err(Fallback);
             }
-            let Oids { table, pkey, session_bound, sequence } = oids()?;
+            let Oids { table, pkey, session_bound, sequence, .. } = oids()?;
             let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as i32);
             let indexes = pg_sys::RelationGetIndexList(rel);
             let oids: Vec<Oid> = match indexes.as_ref() {

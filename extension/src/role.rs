@@ -1,25 +1,53 @@
-//! Who is calling, and whether they are a dlock administrator.
+//! Who is calling, what standing they have, and the one place dlock acts as the extension's
+//! owner.
+//!
+//! dlock's functions are not `SECURITY DEFINER`: they run as their caller, so the role they see
+//! is the one PostgreSQL's own privilege checks use at that point. That is the role after
+//! `SET ROLE`, the owner of a `SECURITY DEFINER` function that calls dlock, and the table's
+//! owner where PostgreSQL runs user code on its behalf (ANALYZE and autovacuum, CREATE INDEX,
+//! REINDEX, CLUSTER, REFRESH MATERIALIZED VIEW). Only dlock's own statements on
+//! `dlock_internal` run as the extension's owner ([`as_owner`]), as a `SECURITY DEFINER`
+//! function would, and inside a security-restricted operation.
 
 use pgrx::pg_sys;
 
-/// The role a call runs for: the session's current role (`SET ROLE` respected). Inside our
-/// SECURITY DEFINER functions `GetUserId()` is the extension owner, so we read the outer one.
+/// The role a call acts for: `GetUserId()`, the identity PostgreSQL checks privileges against
+/// right now.
 pub fn caller() -> u32 {
     // SAFETY: set for every backend running SQL.
-    unsafe { pg_sys::GetOuterUserId() }.to_u32()
+    unsafe { pg_sys::GetUserId() }.to_u32()
 }
 
-/// Superuser, or a role with the privileges of `dlock_admin`.
-pub fn is_admin(role: u32) -> bool {
-    let role = pg_sys::Oid::from(role);
-    // SAFETY: catalog lookups inside a transaction; a missing dlock_admin yields InvalidOid.
+/// Whether PostgreSQL runs this call on someone else's behalf (an index expression during
+/// ANALYZE, a materialized view's query during REFRESH...): no standing beyond the role's own.
+fn restricted() -> bool {
+    // SAFETY: reads the backend's security context.
+    unsafe { pg_sys::InSecurityRestrictedOperation() }
+}
+
+fn has_privs_of(role: u32, group: &std::ffi::CStr) -> bool {
+    // SAFETY: catalog lookups inside a transaction; a missing role yields InvalidOid.
     unsafe {
-        if pg_sys::superuser_arg(role) {
-            return true;
-        }
-        let admin = pg_sys::get_role_oid(c"dlock_admin".as_ptr(), true);
-        admin != pg_sys::InvalidOid && pg_sys::has_privs_of_role(role, admin)
+        let group = pg_sys::get_role_oid(group.as_ptr(), true);
+        group != pg_sys::InvalidOid && pg_sys::has_privs_of_role(pg_sys::Oid::from(role), group)
     }
+}
+
+fn superuser(role: u32) -> bool {
+    // SAFETY: a catalog lookup inside a transaction.
+    unsafe { pg_sys::superuser_arg(pg_sys::Oid::from(role)) }
+}
+
+/// Superuser, or a role with the privileges of `dlock_admin` — never inside a
+/// security-restricted operation.
+pub fn is_admin(role: u32) -> bool {
+    !restricted() && (superuser(role) || has_privs_of(role, c"dlock_admin"))
+}
+
+/// May pin other roles' leases with `dlock_holds` (fencing checks): administrators and roles
+/// with the privileges of `dlock_fencer` — never inside a security-restricted operation.
+pub fn may_fence_others(role: u32) -> bool {
+    is_admin(role) || (!restricted() && has_privs_of(role, c"dlock_fencer"))
 }
 
 /// The name of a role, for log lines.
@@ -33,4 +61,37 @@ pub fn name(role: u32) -> String {
             std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
         }
     }
+}
+
+/// Restores the caller's identity when dropped (also when an error unwinds through it; the
+/// transaction's abort would restore it anyway).
+struct Restore {
+    user: pg_sys::Oid,
+    context: i32,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        // SAFETY: puts back what `as_owner` saved.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
+    }
+}
+
+/// Runs `f` (dlock's own statements on `dlock_internal`) as `owner`, the owner of the lease
+/// table, in a security-restricted operation: what a `SECURITY DEFINER` function does, for the
+/// statements only.
+pub fn as_owner<R>(owner: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
+    let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+    // SAFETY: the save/switch/restore protocol of PostgreSQL's own RI triggers.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context
+                | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
+                | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+        );
+    }
+    let _restore = Restore { user, context };
+    f()
 }

@@ -30,7 +30,7 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
     // A generic plan, made once: every statement here is a lookup whose best plan does not
     // depend on its parameters, and a custom plan would be planned again on every call.
     // SAFETY: called inside an SPI connection; argtypes outlives the call.
-    let plan = unsafe {
+    let plan = as_owner(|| unsafe {
         let plan = pg_sys::SPI_prepare_cursor(
             sql.as_ptr(),
             stmt.args.len() as i32,
@@ -42,9 +42,18 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
         }
         pg_sys::SPI_keepplan(plan);
         plan
-    };
+    });
     PLANS.with(|p| p.borrow_mut().insert(id, plan));
     plan
+}
+
+/// Runs `f` as the lease table's owner (`role::as_owner`): dlock's functions run as their
+/// caller, who may not touch `dlock_internal` directly.
+fn as_owner<R>(f: impl FnOnce() -> R) -> R {
+    match crate::heap::table_owner() {
+        Some(owner) => crate::role::as_owner(owner, f),
+        None => pgrx::error!("dlock: the extension's tables are missing in this database"),
+    }
 }
 
 /// An SPI connection, opened on the first statement; see [`connect`].
@@ -110,7 +119,7 @@ impl Spi {
         let nulls: Vec<std::ffi::c_char> =
             args.iter().map(|a| if a.is_some() { b' ' } else { b'n' } as std::ffi::c_char).collect();
         // SAFETY: plan is kept; values/nulls match its parameter count.
-        unsafe {
+        as_owner(|| unsafe {
             let rc = pg_sys::SPI_execute_snapshot(
                 plan,
                 values.as_mut_ptr(),
@@ -125,7 +134,7 @@ impl Spi {
                 pgrx::error!("dlock: internal statement failed ({rc}): {}", stmt.sql);
             }
             pg_sys::SPI_processed
-        }
+        })
     }
 
     /// Runs a statement and maps each returned row.

@@ -140,13 +140,18 @@ impl Cluster {
 
     /// A new session logging in as `role` (trust authentication: any LOGIN role works).
     pub async fn connect_as(&self, role: &str) -> Session {
+        self.connect_db(role, "postgres").await
+    }
+
+    /// A new session logging in as `role` to database `dbname`.
+    pub async fn connect_db(&self, role: &str, dbname: &str) -> Session {
         let (host, port) = {
             let state = self.state.lock().unwrap();
             (state.host.clone(), state.port)
         };
-        Session::connect(&host, port, role)
+        Session::connect_db(&host, port, role, dbname)
             .await
-            .unwrap_or_else(|e| panic!("cannot connect as {role} to {host}:{port}: {e}"))
+            .unwrap_or_else(|e| panic!("cannot connect as {role} to {dbname} at {host}:{port}: {e}"))
     }
 
     /// A new listening session as `postgres` (see `Listener`).

@@ -65,8 +65,13 @@ const SERVER_NOW: &str = "SELECT extract(epoch FROM pg_catalog.clock_timestamp()
 impl Session {
     /// Connects over TCP as `role` to database `postgres`.
     pub async fn connect(host: &str, port: u16, role: &str) -> Result<Session, Error> {
+        Session::connect_db(host, port, role, "postgres").await
+    }
+
+    /// Connects over TCP as `role` to database `dbname`.
+    pub async fn connect_db(host: &str, port: u16, role: &str, dbname: &str) -> Result<Session, Error> {
         let mut config = tokio_postgres::Config::new();
-        config.host(host).port(port).user(role).dbname("postgres").application_name("dlock-tests");
+        config.host(host).port(port).user(role).dbname(dbname).application_name("dlock-tests");
         let (client, connection) = config.connect(NoTls).await?;
         tokio::spawn(async move {
             let _ = connection.await;

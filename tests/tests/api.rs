@@ -37,7 +37,8 @@ async fn api_has_the_contract_signatures() {
         assert!(row.get::<_, bool>(0), "function {signature} does not exist");
         assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some(result), "{signature} result type");
         assert_eq!(row.get::<_, Option<String>>(2).as_deref(), Some(arguments), "{signature} arguments");
-        assert_eq!(row.get::<_, Option<bool>>(3), Some(true), "{signature} must be SECURITY DEFINER");
+        // dlock must see the role PostgreSQL says is calling (see role.rs): never SECURITY DEFINER.
+        assert_eq!(row.get::<_, Option<bool>>(3), Some(false), "{signature} must run as its caller");
         assert_eq!(row.get::<_, Option<bool>>(4), Some(true), "{signature} must pin search_path");
     }
 

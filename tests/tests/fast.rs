@@ -293,7 +293,16 @@ async fn without_preload_fast_mode_says_what_it_needs() {
 #[tokio::test]
 async fn a_full_table_refuses_new_keys_until_expired_ones_are_cleared() {
     const T: &str = "a_full_table_refuses_new_keys_until_expired_ones_are_cleared";
-    let cluster = Cluster::shared_named("fast-small", &[PRELOAD, MAX_TTL, "dlock.fast_max_leases = 4"]);
+    let cluster = Cluster::shared_named(
+        "fast-small",
+        &[
+            PRELOAD,
+            MAX_TTL,
+            "dlock.fast_max_leases = 4",
+            "dlock.fast_max_leases_per_role = 4",
+            "dlock.fast_max_leases_per_database = 4",
+        ],
+    );
     let s = past_lock_delay(cluster).await;
     let o = owner(T, "o");
     for i in 0..4 {
@@ -375,4 +384,122 @@ async fn an_immediate_restart_holds_fast_keys_back_and_fences_keep_growing() {
     cluster.stop("immediate");
     cluster.start();
     comes_back_safely(&cluster, T, highest).await;
+}
+
+/// A fast acquire-and-release of `key` in `db`, as `owner`: the fence.
+async fn fence_in(cluster: &Cluster, db: &str, key: &str) -> i64 {
+    let s = cluster.connect_db("postgres", db).await;
+    let fence = acquire(&s, key, "o", "1s", &format!("{}s", MAX_TTL_S + 5)).await.unwrap().expect("granted");
+    assert!(release(&s, key, "o").await.unwrap());
+    fence
+}
+
+#[tokio::test]
+async fn fences_of_a_key_grow_across_databases_restarts_and_used_up_epochs() {
+    let cluster = Cluster::start_new("fast-epochs", &[PRELOAD, MAX_TTL]);
+    let s = past_lock_delay(&cluster).await;
+    s.batch_execute("CREATE DATABASE epochs_b").await.unwrap();
+    cluster.connect_db("postgres", "epochs_b").await.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    // Database A has handed out many more durable fences than B (0.1.0 drew fast epochs from
+    // the database's own fence sequence, so B's were lower).
+    s.batch_execute("SELECT count(dlock_acquire('a' || g, 'o', '1 hour')) FROM generate_series(1, 3000) g")
+        .await
+        .unwrap();
+    let mut fences = vec![fence_in(&cluster, "postgres", "k").await];
+
+    // After a restart B draws the first epoch; A's key must still go up.
+    cluster.stop("fast");
+    cluster.start();
+    fences.push(fence_in(&cluster, "epochs_b", "other").await);
+    fences.push(fence_in(&cluster, "postgres", "k").await);
+
+    // B uses up an epoch's 2^20 fences; A's next fence comes from the next epoch, above.
+    let b = cluster.connect_db("postgres", "epochs_b").await;
+    b.batch_execute(
+        "SELECT count(*) FROM generate_series(1, 1050000) g, \
+           LATERAL (SELECT dlock_fast_acquire('churn' || left(g::text, 0), 'o', '1 second'), \
+                           dlock_fast_release('churn' || left(g::text, 0), 'o')) x",
+    )
+    .await
+    .unwrap();
+    fences.push(fence_in(&cluster, "postgres", "k").await);
+
+    // A crash, and B first again.
+    cluster.stop("immediate");
+    cluster.start();
+    fences.push(fence_in(&cluster, "epochs_b", "other").await);
+    fences.push(fence_in(&cluster, "postgres", "k").await);
+
+    let key_fences: Vec<i64> = [0, 2, 3, 5].iter().map(|&i| fences[i]).collect();
+    assert!(key_fences.windows(2).all(|w| w[1] > w[0]), "fences of k must only grow: {key_fences:?}");
+    assert!(
+        fences.windows(2).all(|w| w[1] > w[0]),
+        "and so must every fence drawn after another: {fences:?}"
+    );
+    assert!(fences[3] >> 20 > fences[2] >> 20, "the used-up epoch was followed by a new one: {fences:?}");
+}
+
+#[tokio::test]
+async fn one_role_or_database_cannot_take_the_table_from_the_others() {
+    let cluster = Cluster::shared_named(
+        "fast-shares",
+        &[
+            PRELOAD,
+            "dlock.fast_max_ttl = 5",
+            "dlock.fast_max_leases = 64",
+            "dlock.fast_max_leases_per_role = 20",
+            "dlock.fast_max_leases_per_database = 30",
+        ],
+    );
+    let superuser = past_lock_delay(cluster).await;
+    superuser
+        .batch_execute("CREATE ROLE share_a LOGIN; CREATE ROLE share_b LOGIN; CREATE ROLE share_c LOGIN")
+        .await
+        .unwrap();
+    superuser.batch_execute("CREATE DATABASE shares_b").await.unwrap();
+    cluster.connect_db("postgres", "shares_b").await.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    let take = |s: &'static Session, prefix: &'static str, n: usize, ttl: &'static str| async move {
+        for i in 0..n {
+            let k = format!("{prefix}{i}");
+            assert!(acquire(s, &k, "o", ttl, "0").await.unwrap().is_some(), "{prefix}: key {i} is granted");
+        }
+    };
+    let leak = |s: Session| -> &'static Session { Box::leak(Box::new(s)) };
+
+    // Role A in database postgres takes its share, then is refused.
+    let a = leak(cluster.connect_as("share_a").await);
+    take(a, "a", 20, "1s").await;
+    let refused = acquire(a, "a-more", "o", "1s", "0").await;
+    let message = refused.as_ref().err().and_then(|e| e.as_db_error()).map(|e| e.message().to_string());
+    expect_sqlstate(refused, &SqlState::CONFIGURATION_LIMIT_EXCEEDED, "role A past its share");
+    assert!(message.unwrap().contains("dlock.fast_max_leases_per_role = 20"));
+    assert!(acquire(a, "a0", "o", "1s", "0").await.unwrap().is_some(), "its held keys reenter");
+
+    // Meanwhile role B in another database takes its own share.
+    let b = leak(cluster.connect_db("share_b", "shares_b").await);
+    take(b, "b", 20, "5s").await;
+
+    // Role C in A's database runs into the database's share (30) before its own.
+    let c = leak(cluster.connect_as("share_c").await);
+    take(c, "c", 10, "5s").await;
+    let refused = acquire(c, "c-more", "o", "5s", "0").await;
+    let message = refused.as_ref().err().and_then(|e| e.as_db_error()).map(|e| e.message().to_string());
+    expect_sqlstate(refused, &SqlState::CONFIGURATION_LIMIT_EXCEEDED, "database postgres past its share");
+    assert!(message.unwrap().contains("dlock.fast_max_leases_per_database = 30"));
+
+    // A release gives the share back at once; expired leases give it back when swept.
+    assert!(release(a, "a1", "o").await.unwrap());
+    assert!(acquire(c, "c-more", "o", "5s", "0").await.unwrap().is_some(), "A's release made room");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    take(a, "a-again", 19, "5s").await;
+    let refused = acquire(a, "a-last", "o", "5s", "0").await;
+    expect_sqlstate(refused, &SqlState::CONFIGURATION_LIMIT_EXCEEDED, "database postgres at its share again");
+
+    // The shares are SIGHUP settings.
+    superuser.batch_execute("ALTER SYSTEM SET dlock.fast_max_leases_per_database = 40").await.unwrap();
+    superuser.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    eventually(Duration::from_secs(5), "the new share applies", || async {
+        acquire(a, "a-last", "o", "5s", "0").await.is_ok_and(|f| f.is_some())
+    })
+    .await;
 }

@@ -450,9 +450,13 @@ impl World<'_> {
             // Fences are positive and never reach this value.
             _ => i64::MAX,
         };
-        let answer =
-            ok("holds", call("holds", self.sessions[by.session()].holds(&self.keys[key], fence)).await?)?;
-        let expected = self.model.leases[key].as_ref().is_some_and(|l| l.fence == fence);
+        let answer = call("holds", self.sessions[by.session()].holds(&self.keys[key], fence)).await?;
+        let carrier = self.model.leases[key].as_ref().filter(|l| l.fence == fence);
+        // A true answer pins the key, which only the lease's role and trusted roles may do.
+        if carrier.is_some_and(|l| l.holder.role != by.role && by.role != ADMIN) {
+            return forbidden("holds on another role's lease", answer).map(|()| "holds: 42501");
+        }
+        let (answer, expected) = (ok("holds", answer)?, carrier.is_some());
         ensure!(answer == expected, "holds(fence {fence}) must answer {expected}, got {answer}");
         Ok(if expected { "holds: true" } else { "holds: false" })
     }

@@ -1,6 +1,7 @@
 //! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
 //! the live leases.
 
+use super::quota::Share;
 use super::table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
 use crate::args::Micros;
 use crate::current::now;
@@ -21,7 +22,8 @@ enum Try {
     Granted(i64),
     /// Busy until then (the holder's expiry, or the end of the lock-delay).
     Busy(Timestamp),
-    Full,
+    /// No room: the table is full, or the role or database holds its share.
+    Full(Option<Share>),
     /// The fence epoch ran out under us: try again (a new one is drawn first).
     Again,
 }
@@ -45,34 +47,53 @@ fn try_grant(table: &Table, key: &Key, req: &Request, now: Timestamp) -> Try {
                 // Reentry by the holder: one more hold, and the new ttl.
                 e.hold_count += 1;
                 e.expires_at = now.saturating_add(req.ttl);
+                t.expires(e.expires_at);
                 return Try::Granted(e.fence);
             }
-            Some(e) => e,
+            // An expired entry of this hash: taken over, its share passing to the new taker.
+            Some(e) => {
+                if (e.role, e.database) != (req.role, key.database) {
+                    if let Err(share) = t.quotas.charge(req.role, key.database, capacity()) {
+                        return Try::Full(Some(share));
+                    }
+                    t.quotas.refund(e.role, e.database);
+                }
+                e
+            }
             None => {
                 if t.shared().entries.load(Ordering::Acquire) as usize >= capacity() {
-                    return Try::Full;
+                    return Try::Full(None);
+                }
+                if let Err(share) = t.quotas.charge(req.role, key.database, capacity()) {
+                    return Try::Full(Some(share));
                 }
                 let (entry, _) = t.find(key, pg_sys::HASHACTION::HASH_ENTER_NULL);
-                let Some(entry) = entry else { return Try::Full };
+                let Some(entry) = entry else {
+                    t.quotas.refund(req.role, key.database);
+                    return Try::Full(None);
+                };
                 t.shared().entries.fetch_add(1, Ordering::AcqRel);
                 entry
             }
         };
-        let Some(fence) = t.next_fence() else {
-            // The epoch ran out under us: leave the slot free (expired) and draw again.
-            entry.expires_at = 0;
-            return Try::Again;
-        };
         entry.hash = key.hash;
         entry.database = key.database;
+        entry.role = req.role;
+        let Some(fence) = t.next_fence() else {
+            // The epoch ran out under us: leave the entry expired (its share counted, until it is
+            // taken again or swept) and draw again.
+            entry.expires_at = 0;
+            t.expires(0);
+            return Try::Again;
+        };
         entry.key_len = key.text.len() as u16;
         entry.key[..key.text.len()].copy_from_slice(key.text.as_bytes());
         entry.owner_len = req.owner.len() as u16;
         entry.owner[..req.owner.len()].copy_from_slice(req.owner.as_bytes());
-        entry.role = req.role;
         entry.hold_count = 1;
         entry.fence = fence;
         entry.expires_at = now.saturating_add(req.ttl);
+        t.expires(entry.expires_at);
         Try::Granted(fence)
     })
 }
@@ -91,12 +112,15 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
             Try::Granted(fence) => break Some(fence),
             Try::Busy(until) => until,
             Try::Again => continue,
-            Try::Full if table.sweep(now) > 0 => continue,
-            Try::Full => {
+            Try::Full(_) if table.sweep(now) > 0 => continue,
+            Try::Full(share) => {
                 if sleeping {
                     stop_waiting(table);
                 }
-                DlockError::FastTableFull { max: capacity() }.raise(F)
+                match share {
+                    None => DlockError::FastTableFull { max: capacity() }.raise(F),
+                    Some(share) => DlockError::FastShare { share, role: req.role }.raise(F),
+                }
             }
         };
         if deadline.is_some_and(|d| now >= d) {
@@ -160,7 +184,7 @@ fn with_own<R>(
     owner: &str,
     role: u32,
     admin: bool,
-    f: impl FnOnce(&mut Entry, Timestamp) -> (R, bool),
+    f: impl FnOnce(&Table, &Key, &mut Entry, Timestamp) -> (R, bool),
 ) -> Result<Option<R>, DlockError> {
     let table = table(function);
     let key = Key::new(key_text);
@@ -177,7 +201,7 @@ fn with_own<R>(
                 if e.role != role && !admin {
                     return Err(DlockError::ForeignRole { action });
                 }
-                Ok(Some(f(e, now)))
+                Ok(Some(f(t, &key, e, now)))
             }
             _ => Ok(None),
         }
@@ -194,12 +218,13 @@ fn with_own<R>(
 
 /// `dlock_fast_release`: gives back one hold; whether the caller held the key.
 pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, DlockError> {
-    let released = with_own("dlock_fast_release", "release", key, owner, role, admin, |e, _| {
+    let released = with_own("dlock_fast_release", "release", key, owner, role, admin, |t, key, e, _| {
         e.hold_count -= 1;
         let freed = e.hold_count == 0;
         if freed {
-            // Expired now: the slot is free for the next taker, and reclaimed by a sweep.
-            e.expires_at = 0;
+            // Gone at once, with its share: released entries never wait for a sweep.
+            let (role, database) = (e.role, e.database);
+            t.remove(key, role, database);
         }
         ((), freed)
     })?;
@@ -214,11 +239,12 @@ pub fn renew(
     admin: bool,
     ttl: Micros,
 ) -> Result<Option<Timestamp>, DlockError> {
-    with_own("dlock_fast_renew", "renew", key, owner, role, admin, |e, now| {
+    with_own("dlock_fast_renew", "renew", key, owner, role, admin, |t, _, e, now| {
         let expires_at = now.saturating_add(ttl);
         // A shorter lease moves the waiters' deadline earlier: wake them to sleep less.
         let shorter = expires_at < e.expires_at;
         e.expires_at = expires_at;
+        t.expires(expires_at);
         (expires_at, shorter)
     })
 }

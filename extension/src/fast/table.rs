@@ -8,9 +8,9 @@ use crate::lease::Timestamp;
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-use crate::heap::nextval_internal;
+use super::quota::{self, Quotas};
 
 /// Longest fast key and owner, in bytes (entries are fixed-size in shared memory).
 pub const MAX_KEY_BYTES: usize = 256;
@@ -20,6 +20,14 @@ const PARTITIONS: usize = 16;
 const TRANCHE: &CStr = c"dlock fast";
 const COUNTER_BITS: u32 = 20;
 const COUNTER_MAX: u64 = (1 << COUNTER_BITS) - 1;
+/// Fence epochs come from the WAL position, one per `2^EPOCH_SHIFT` bytes of WAL (see
+/// `draw_epoch`) ...
+const EPOCH_SHIFT: u32 = 17;
+/// ... above every epoch release 0.1.0 drew from a database's fence sequence (those were
+/// sequence values, far below 2^42), and below 2^43, so that `epoch << COUNTER_BITS | n` fits
+/// a positive bigint until the WAL reaches 2^59 bytes (512 PiB).
+const EPOCH_BASE: u64 = 1 << 42;
+const EPOCH_LIMIT: u64 = 1 << 43;
 /// Draw the next epoch this many grants before the counter runs out, so that racing grants
 /// rarely find it exhausted.
 const COUNTER_MARGIN: u64 = 4096;
@@ -48,8 +56,13 @@ pub(super) struct Shared {
     pub(super) started_at: Timestamp,
     /// `epoch << COUNTER_BITS | n` of the last fence handed out (epoch 0: none drawn yet).
     pub(super) fence: AtomicU64,
-    /// Entries in the hash table, live or expired (expired ones are reused or swept).
+    /// Entries in the hash table, live or expired (expired ones are reused or swept; released
+    /// ones are removed at once).
     pub(super) entries: AtomicU32,
+    /// No entry expires before this (a lower bound, lowered by grants and renewals under their
+    /// partition lock, and set exactly by a sweep): while it lies ahead, nothing is expired and
+    /// a refused request has nothing to sweep.
+    pub(super) next_expiry: AtomicI64,
     pub(super) wake: [pg_sys::ConditionVariable; PARTITIONS],
     /// Sessions sleeping (or about to) on each partition's condition variable: a release wakes
     /// them only if there are any, sparing every release the variable's spinlock (which, under
@@ -60,9 +73,14 @@ pub(super) struct Shared {
 pub(super) struct Table {
     shared: *mut Shared,
     hash: *mut pg_sys::HTAB,
-    /// PARTITIONS partition locks, then the epoch lock.
+    /// PARTITIONS partition locks, then the epoch lock and the shares' lock.
     locks: *mut pg_sys::LWLockPadded,
+    pub(super) quotas: Quotas,
 }
+
+/// The epoch lock's index in the tranche; the shares' lock comes after it.
+const EPOCH_LOCK: usize = PARTITIONS;
+const QUOTA_LOCK: usize = PARTITIONS + 1;
 
 static mut TABLE: Option<Table> = None;
 
@@ -85,8 +103,8 @@ pub(crate) fn request() {
     // SAFETY: the postmaster's shared memory request phase.
     unsafe {
         let entries = pg_sys::hash_estimate_size(capacity() as i64, std::mem::size_of::<Entry>());
-        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>() + entries);
-        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), PARTITIONS as i32 + 1);
+        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>() + entries + quota::size(capacity()));
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), QUOTA_LOCK as i32 + 1);
     }
 }
 
@@ -102,6 +120,7 @@ pub(crate) fn startup() {
             std::ptr::addr_of_mut!((*shared).started_at).write(pg_sys::GetCurrentTimestamp());
             std::ptr::addr_of_mut!((*shared).fence).write(AtomicU64::new(0));
             std::ptr::addr_of_mut!((*shared).entries).write(AtomicU32::new(0));
+            std::ptr::addr_of_mut!((*shared).next_expiry).write(AtomicI64::new(Timestamp::MAX));
             for cv in (*shared).wake.iter_mut() {
                 pg_sys::ConditionVariableInit(cv);
             }
@@ -118,7 +137,9 @@ pub(crate) fn startup() {
             &mut info,
             (pg_sys::HASH_ELEM | pg_sys::HASH_BLOBS | pg_sys::HASH_PARTITION) as i32,
         );
-        TABLE = Some(Table { shared, hash, locks: pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr()) });
+        let locks = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
+        let quotas = Quotas::startup(capacity(), &mut (*locks.add(QUOTA_LOCK)).lock);
+        TABLE = Some(Table { shared, hash, locks, quotas });
     }
 }
 
@@ -128,7 +149,8 @@ pub(crate) fn define_settings() {
         c"dlock.fast_max_leases",
         c"How many fast-mode leases shared memory holds.",
         c"Each takes about 450 bytes. A fast acquire of a new key when the table is full \
-          (after expired leases are cleared) fails with SQLSTATE 53400.",
+          (after expired leases are cleared) fails with SQLSTATE 53400; so does one by a role \
+          or in a database at its share (dlock.fast_max_leases_per_role, _per_database).",
         &MAX_LEASES,
         1,
         i32::MAX / 2,
@@ -146,6 +168,7 @@ pub(crate) fn define_settings() {
         GucContext::Postmaster,
         GucFlags::UNIT_S,
     );
+    quota::define_settings();
 }
 
 /// The table, if dlock was preloaded.
@@ -249,7 +272,7 @@ impl Table {
         if state >> COUNTER_BITS != 0 && state & COUNTER_MAX < COUNTER_MAX - COUNTER_MARGIN {
             return;
         }
-        let epoch_lock = self.lock(PARTITIONS);
+        let epoch_lock = self.lock(EPOCH_LOCK);
         // SAFETY: the epoch lock serialises draws; nextval and the flush may error out, and the
         // abort path releases the lock.
         unsafe {
@@ -299,24 +322,46 @@ impl Table {
         }
     }
 
-    /// Clears every expired entry (all partition locks, in order); how many it cleared.
+    /// Notes that an entry now expires at `expires_at` (caller holds its partition lock).
+    pub(super) fn expires(&self, expires_at: Timestamp) {
+        self.shared().next_expiry.fetch_min(expires_at, Ordering::AcqRel);
+    }
+
+    /// Removes the entry of `key` (caller holds its partition lock, and found it), giving its
+    /// share back.
+    pub(super) fn remove(&self, key: &Key, role: u32, database: u32) {
+        self.find(key, pg_sys::HASHACTION::HASH_REMOVE);
+        self.shared().entries.fetch_sub(1, Ordering::AcqRel);
+        self.quotas.refund(role, database);
+    }
+
+    /// Clears every expired entry (all partition locks, in order) if any can have expired by
+    /// `now`; how many it cleared. So a sweep happens only after some lease ran out or was
+    /// renewed, however many requests are refused meanwhile: a refused request costs one read
+    /// of `next_expiry`.
     pub(super) fn sweep(&self, now: Timestamp) -> usize {
+        if self.shared().next_expiry.load(Ordering::Acquire) > now {
+            return 0;
+        }
         // SAFETY: holding every partition lock, the table may be scanned and changed.
         unsafe {
             for i in 0..PARTITIONS {
                 pg_sys::LWLockAcquire(self.lock(i), pg_sys::LWLockMode::LW_EXCLUSIVE);
             }
             let mut dead = Vec::new();
+            let mut next = Timestamp::MAX;
             let mut status: pg_sys::HASH_SEQ_STATUS = std::mem::zeroed();
             pg_sys::hash_seq_init(&mut status, self.hash);
             loop {
                 let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
                 let Some(entry) = entry.as_ref() else { break };
                 if entry.expires_at <= now {
-                    dead.push(entry.hash);
+                    dead.push((entry.hash, entry.role, entry.database));
+                } else {
+                    next = next.min(entry.expires_at);
                 }
             }
-            for hash in &dead {
+            for (hash, role, database) in &dead {
                 pg_sys::hash_search_with_hash_value(
                     self.hash,
                     hash as *const u64 as *const std::ffi::c_void,
@@ -324,8 +369,10 @@ impl Table {
                     pg_sys::HASHACTION::HASH_REMOVE,
                     std::ptr::null_mut(),
                 );
+                self.quotas.refund(*role, *database);
             }
             self.shared().entries.fetch_sub(dead.len() as u32, Ordering::AcqRel);
+            self.shared().next_expiry.store(next, Ordering::Release);
             for i in (0..PARTITIONS).rev() {
                 pg_sys::LWLockRelease(self.lock(i));
             }
@@ -334,17 +381,31 @@ impl Table {
     }
 }
 
-/// Draws a fence epoch from the fence sequence, flushed and replicated before use.
+/// Draws a fence epoch: cluster-wide, never lower than any epoch drawn before in any database
+/// of this cluster, across restarts, crashes and failover to a synchronous standby. It is read
+/// off the WAL, the one monotonic, durable, replicated counter every database shares: the
+/// epoch is the end of a no-op WAL record padded past the next `2^EPOCH_SHIFT`-byte boundary
+/// of the position at which it was written, so it is greater than that position's epoch, and
+/// every earlier draw ended at or before that position. The record is flushed and replicated
+/// to the synchronous standbys before the epoch is used, so a promoted standby's WAL, and so
+/// its epochs, continue past it. (No logical decoding consumer sees a no-op record.)
 unsafe fn draw_epoch() -> u64 {
-    // SAFETY: catalog lookups and nextval inside the caller's transaction; the sequence is the
-    // extension's own, so no permission check applies; then the WAL machinery's own waits.
+    // SAFETY: WAL insertion outside a critical section (as for logical messages), on a primary
+    // (fast mode refuses standbys); then the WAL machinery's own waits.
     unsafe {
-        let schema = pg_sys::get_namespace_oid(c"dlock_internal".as_ptr(), false);
-        let seq = pg_sys::get_relname_relid(c"fence_seq".as_ptr(), schema);
-        let epoch = nextval_internal(seq, false);
-        let lsn = pg_sys::GetXLogInsertRecPtr();
-        pg_sys::XLogFlush(lsn);
-        pg_sys::SyncRepWaitForLSN(lsn, false);
-        epoch as u64
+        let before = pg_sys::GetXLogInsertRecPtr();
+        let boundary = ((before >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT;
+        let padding = vec![0u8; (boundary - before) as usize];
+        pg_sys::XLogBeginInsert();
+        pg_sys::XLogRegisterData(padding.as_ptr() as _, padding.len() as _);
+        pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
+        let end = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_XLOG_ID as u8, pg_sys::XLOG_NOOP as u8);
+        pg_sys::XLogFlush(end);
+        pg_sys::SyncRepWaitForLSN(end, false);
+        let epoch = EPOCH_BASE + (end >> EPOCH_SHIFT);
+        if epoch >= EPOCH_LIMIT {
+            pgrx::error!("dlock: fast-mode fences are exhausted (the WAL position passed 2^59 bytes)");
+        }
+        epoch
     }
 }

@@ -1,5 +1,5 @@
 -- dlock's private state. PUBLIC can neither read nor write it: every access goes through the
--- SECURITY DEFINER functions of this extension.
+-- functions of this extension, which run their own statements on it as its owner.
 CREATE SCHEMA dlock_internal;
 REVOKE ALL ON SCHEMA dlock_internal FROM PUBLIC;
 
@@ -22,6 +22,11 @@ CREATE TABLE dlock_internal.lease (
 ) WITH (fillfactor = 80);
 CREATE INDEX lease_session_bound ON dlock_internal.lease (key) WHERE expires_at = 'infinity';
 REVOKE ALL ON dlock_internal.lease, dlock_internal.fence_seq FROM PUBLIC;
+-- The database's owner (not only a superuser) may dump and restore the fence position with
+-- pg_dump: reading it and setting it (setval) are all it may do here. Setting it back would let
+-- fences repeat in this database, as restoring an old dump over a live one would.
+GRANT USAGE ON SCHEMA dlock_internal TO pg_database_owner;
+GRANT SELECT, UPDATE ON SEQUENCE dlock_internal.fence_seq TO pg_database_owner;
 
 -- Administrators may force-release any key and see every owner. A cluster-wide role: it
 -- outlives DROP EXTENSION on purpose (grants to it may exist in other databases).
@@ -29,6 +34,16 @@ DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dlock_admin') THEN
         CREATE ROLE dlock_admin NOLOGIN;
+    END IF;
+END
+$$;
+-- Roles a DBA trusts to check other roles' fences with dlock_holds, which keeps the key from
+-- changing hands until their transaction ends (a service that validates workers' tokens, say).
+-- Cluster-wide, like dlock_admin.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dlock_fencer') THEN
+        CREATE ROLE dlock_fencer NOLOGIN;
     END IF;
 END
 $$;

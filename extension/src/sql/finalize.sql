@@ -6,3 +6,8 @@ SELECT key, owner, fence, hold_count, acquired_at, expires_at, holder_pid,
 FROM dlock_internal.locks();
 GRANT SELECT ON dlock_locks TO PUBLIC;
 
+
+-- No comment on the extension itself (the control file's shows in pg_available_extensions):
+-- pg_dump would dump it, and its restore by a database owner who does not own the extension
+-- (a managed service's administrator created it) would fail on COMMENT ON EXTENSION.
+COMMENT ON EXTENSION dlock IS NULL;

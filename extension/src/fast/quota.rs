@@ -1,0 +1,174 @@
+//! Fair shares of fast mode's table: how many entries each role and each database holds, so
+//! that one tenant cannot take the cluster-wide table from the others. Every entry is counted
+//! against the role that took it and its database from the moment it is entered until it is
+//! removed (released, or swept once expired), and a new entry is refused (53400) when either
+//! would pass its share: `dlock.fast_max_leases_per_role` (cluster-wide) and
+//! `dlock.fast_max_leases_per_database`, by default half the table each.
+//!
+//! The counts live in a small shared hash table under a lock of their own, taken only while
+//! holding a partition lock (or all of them, when sweeping), never the other way round.
+
+use pgrx::pg_sys;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+static PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(-1);
+
+const ROLE: u64 = 1 << 32;
+const DATABASE: u64 = 2 << 32;
+
+#[repr(C)]
+struct Count {
+    /// `ROLE | oid` or `DATABASE | oid`.
+    key: u64,
+    held: i64,
+}
+
+/// The counts, set up at server start.
+pub(super) struct Quotas {
+    hash: *mut pg_sys::HTAB,
+    lock: *mut pg_sys::LWLock,
+}
+
+/// Why a new fast lease is refused although the table has room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// The role holds its share (`held` of at most `max`).
+    Role { held: i64, max: i64 },
+    /// The database holds its share.
+    Database { held: i64, max: i64 },
+}
+
+fn share(setting: &GucSetting<i32>, capacity: usize) -> i64 {
+    match setting.get() {
+        n if n < 0 => (capacity as i64 / 2).max(1),
+        n => i64::from(n),
+    }
+}
+
+/// Defines the two settings (`fast::define_settings`).
+pub(super) fn define_settings() {
+    GucRegistry::define_int_guc(
+        c"dlock.fast_max_leases_per_role",
+        c"Most fast-mode table entries one role may hold, in all databases (-1: half the table).",
+        c"A fast acquire of a new key by a role at its share fails with SQLSTATE 53400, so that \
+          one role cannot take the table from the others.",
+        &PER_ROLE,
+        -1,
+        i32::MAX / 2,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dlock.fast_max_leases_per_database",
+        c"Most fast-mode table entries one database may hold (-1: half the table).",
+        c"A fast acquire of a new key in a database at its share fails with SQLSTATE 53400, so \
+          that one database cannot take the table from the others.",
+        &PER_DATABASE,
+        -1,
+        i32::MAX / 2,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+}
+
+/// Shared memory for the counts of a table of `capacity` entries.
+pub(super) fn size(capacity: usize) -> usize {
+    // SAFETY: a size computation.
+    unsafe { pg_sys::hash_estimate_size(slots(capacity), std::mem::size_of::<Count>()) }
+}
+
+/// Every entry counts one role and one database, so there are never more counts than this.
+fn slots(capacity: usize) -> i64 {
+    2 * capacity as i64 + 2
+}
+
+impl Quotas {
+    /// Sets the counts up (the table's startup), guarded by `lock`.
+    pub(super) fn startup(capacity: usize, lock: *mut pg_sys::LWLock) -> Quotas {
+        // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
+        unsafe {
+            let mut info: pg_sys::HASHCTL = std::mem::zeroed();
+            info.keysize = std::mem::size_of::<u64>();
+            info.entrysize = std::mem::size_of::<Count>();
+            let hash = pg_sys::ShmemInitHash(
+                c"dlock fast shares".as_ptr(),
+                slots(capacity),
+                slots(capacity),
+                &mut info,
+                (pg_sys::HASH_ELEM | pg_sys::HASH_BLOBS) as i32,
+            );
+            Quotas { hash, lock }
+        }
+    }
+
+    /// Runs `f` under the counts' lock (`f` never errors out).
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: a plain LWLock section around field work.
+        unsafe {
+            pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let result = f();
+            pg_sys::LWLockRelease(self.lock);
+            result
+        }
+    }
+
+    /// The count of `key` (caller holds the counts' lock, which makes it ours to change).
+    #[allow(clippy::mut_from_ref)]
+    fn count(&self, key: u64, action: pg_sys::HASHACTION::Type) -> Option<&mut Count> {
+        let mut found = false;
+        // SAFETY: the shared table, searched under the counts' lock.
+        unsafe {
+            let entry = pg_sys::hash_search(
+                self.hash,
+                &key as *const u64 as *const std::ffi::c_void,
+                action,
+                &mut found,
+            ) as *mut Count;
+            let entry = entry.as_mut()?;
+            if !found {
+                entry.held = 0;
+            }
+            Some(entry)
+        }
+    }
+
+    fn held(&self, key: u64) -> i64 {
+        self.count(key, pg_sys::HASHACTION::HASH_FIND).map_or(0, |c| c.held)
+    }
+
+    fn add(&self, key: u64, delta: i64) {
+        if let Some(c) = self.count(key, pg_sys::HASHACTION::HASH_ENTER_NULL) {
+            c.held += delta;
+            if c.held <= 0 {
+                self.count(key, pg_sys::HASHACTION::HASH_REMOVE);
+            }
+        }
+    }
+
+    /// Counts one more entry for `role` in `database`, unless either is at its share.
+    pub(super) fn charge(&self, role: u32, database: u32, capacity: usize) -> Result<(), Share> {
+        let (role_max, database_max) = (share(&PER_ROLE, capacity), share(&PER_DATABASE, capacity));
+        self.locked(|| {
+            let role_held = self.held(ROLE | u64::from(role));
+            if role_held >= role_max {
+                return Err(Share::Role { held: role_held, max: role_max });
+            }
+            let database_held = self.held(DATABASE | u64::from(database));
+            if database_held >= database_max {
+                return Err(Share::Database { held: database_held, max: database_max });
+            }
+            self.add(ROLE | u64::from(role), 1);
+            self.add(DATABASE | u64::from(database), 1);
+            Ok(())
+        })
+    }
+
+    /// One entry of `role` in `database` fewer.
+    pub(super) fn refund(&self, role: u32, database: u32) {
+        self.locked(|| {
+            self.add(ROLE | u64::from(role), -1);
+            self.add(DATABASE | u64::from(database), -1);
+        });
+    }
+}
