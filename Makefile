@@ -15,7 +15,7 @@ export PG_CONFIG PGRX_VERSION BUILD
 all: build
 
 setup:
-	@bash scripts/setup.sh
+	@bash tests/scripts/setup.sh
 
 build: setup
 	cd extension && $(CARGO) build --release
@@ -24,7 +24,8 @@ build: setup
 cli:
 	$(CARGO) build --release -p dlock --features cli --bin dlock
 
-# Installs dlock.so, dlock.control and dlock--<version>.sql into the PostgreSQL of $(PG_CONFIG).
+# Installs dlock.so, dlock.control and dlock--<version>.sql into the PostgreSQL of $(PG_CONFIG),
+# and the install and upgrade scripts of earlier releases (sql/) for ALTER EXTENSION UPDATE.
 # The old dlock.so is moved aside first (and back if the build fails): cargo-pgrx copies over
 # it in place, which would pull the code from under running backends of a live server.
 install: setup
@@ -34,9 +35,10 @@ install: setup
 	   if [ -f "$$lib.previous" ]; then mv -f "$$lib.previous" "$$lib"; fi; exit 1; \
 	 fi; \
 	 rm -f "$$lib.previous"
+	@install -m 644 sql/dlock--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
 
 demo: install
-	@bash scripts/demo.sh
+	@bash docs/demo.sh
 
 test: test-unit test-pg test-regress test-isolation test-integration test-chaos
 	@echo "make test: all suites passed"
@@ -44,18 +46,21 @@ test: test-unit test-pg test-regress test-isolation test-integration test-chaos
 # Plain Rust unit tests (no PostgreSQL needed).
 test-unit: setup
 	$(CARGO) test --workspace --exclude dlock-extension --lib
+	$(CARGO) test -p dlock-core --doc
 
 # #[pg_test]s inside a pgrx-managed cluster, run as `postgres` (initdb refuses root).
 test-pg: setup
-	@bash scripts/pg-test.sh
+	@bash tests/scripts/pg-test.sh
 
-# pg_regress expected-output tests (sql/*.sql -> sql/expected/*.out) against a temp cluster.
+# pg_regress expected-output tests beside the extension (extension/tests/pg_regress/sql/*.sql ->
+# expected/*.out) against a temp cluster. (`cargo pgrx regress` reads the same layout, but runs
+# initdb as the invoking user, which fails as root.)
 test-regress: install
-	@bash scripts/regress.sh
+	@bash tests/scripts/regress.sh
 
-# Isolation specs (sql/isolation/specs -> sql/isolation/expected) run by pg_isolation_regress.
+# Isolation specs (extension/tests/isolation/specs -> expected) run by pg_isolation_regress.
 test-isolation: install
-	@bash scripts/isolation.sh
+	@bash tests/scripts/isolation.sh
 
 # Multi-session integration tests (tests/) and the Rust client's and CLI's (client/tests/) against
 # throwaway clusters they start themselves.
@@ -63,26 +68,26 @@ test-integration: install
 	$(CARGO) test -p dlock-tests -p dlock --features dlock/cli --no-fail-fast -- --test-threads=4
 
 bench-sql: install
-	@bash bench/sql.sh
+	@bash tests/bench/sql.sh
 
 # Where the time of a pair goes: WAL per pair, server time per statement, perf CPU breakdown.
 bench-profile: install
-	@bash bench/profile.sh
+	@bash tests/bench/profile.sh
 
 # Hand-off latency (1 waiter, a line of 100) and CPU of parked waiters, against
 # pg_advisory_lock and a Redisson-style Redis lock, in one run.
 bench-wait: install
-	@bash bench/wait.sh
+	@bash tests/bench/wait.sh
 
 # The Rust client's acquire+release overhead over the same SQL through raw tokio-postgres.
 bench-client: install
-	@bash bench/client.sh
+	@bash tests/bench/client.sh
 
-# Every contender on every workload in one run, with plots: bench/results/<timestamp>/.
+# Every contender on every workload in one run, with plots: tests/bench/results/<timestamp>/.
 bench: install
-	@bash bench/suite.sh
+	@bash tests/bench/suite.sh
 
-# Fault injection (chaos/): worker processes (Rust client and raw SQL, some of the latter with
+# Fault injection (tests/chaos/): worker processes (Rust client and raw SQL, some of the latter with
 # session-bound leases) take hot keys with 1-2 s ttls and write to a fenced resource while the
 # runner kills them (-9), pauses them past their ttl, terminates their backends, crashes the
 # server, cuts connections mid-call and skews their clocks; then checks mutual exclusion, fence
@@ -118,8 +123,8 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@[ "$$(cargo fuzz --version 2>/dev/null | awk '{print $$2}')" = 0.13.1 ] || \
 	  $(CARGO) install cargo-fuzz --version 0.13.1 --locked
-	cd fuzz && $(CARGO) +nightly fuzz run args -- -max_total_time=$(FUZZ_SECONDS)
-	cd fuzz && $(CARGO) +nightly fuzz run lease_rules -- -max_total_time=$(FUZZ_SECONDS)
+	cd tests/fuzz && $(CARGO) +nightly fuzz run args -- -max_total_time=$(FUZZ_SECONDS)
+	cd tests/fuzz && $(CARGO) +nightly fuzz run lease_rules -- -max_total_time=$(FUZZ_SECONDS)
 
 fmt:
 	$(CARGO) fmt --all

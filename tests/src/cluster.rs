@@ -1,4 +1,4 @@
-//! A throwaway PostgreSQL 15 cluster, started through `scripts/cluster.sh`, with dlock created.
+//! A throwaway PostgreSQL 15 cluster, started through `tests/scripts/cluster.sh`, with dlock created.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ impl Cluster {
             .arg(&self.dir)
             .arg(mode)
             .status()
-            .expect("cannot run scripts/cluster.sh stop");
+            .expect("cannot run tests/scripts/cluster.sh stop");
         assert!(status.success(), "cluster.sh stop {mode} failed: {status}");
         self.state.lock().unwrap().running = false;
     }
@@ -267,7 +267,7 @@ pub fn workspace_root() -> PathBuf {
 }
 
 fn cluster_sh() -> PathBuf {
-    workspace_root().join("scripts/cluster.sh")
+    workspace_root().join("tests/scripts/cluster.sh")
 }
 
 fn clusters_root() -> PathBuf {

@@ -3,12 +3,12 @@
 # cluster in $BUILD/demo — a race, a server-side wait, a renew, an expiry takeover with fencing,
 # the lease table, a release refused to the wrong role, and fast mode. Expects `make install`
 # first.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/scripts/common.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build}
 cluster="$BUILD/demo"
-cluster_sh="$root/scripts/cluster.sh"
+cluster_sh="$root/tests/scripts/cluster.sh"
 
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 

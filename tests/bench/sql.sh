@@ -14,7 +14,7 @@
 #     bash bench/sql.sh
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 pg_bin=$("$PG_CONFIG" --bindir)
@@ -25,7 +25,7 @@ warmup=${BENCH_WARMUP_SECONDS:-3}
 read -r -a client_counts <<<"${BENCH_CLIENTS:-1 8}"
 read -r -a contenders <<<"${BENCH_CONTENDERS:-advisory naive dlock}"
 cluster="$BUILD/bench-cluster"
-cluster_sh="$root/scripts/cluster.sh"
+cluster_sh="$root/tests/scripts/cluster.sh"
 results_dir="$BUILD/bench"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 report="$results_dir/sql-$stamp.md"
@@ -49,7 +49,7 @@ eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$c
   "wal_buffers = 16MB")"
 mkdir -p "$results_dir"
 
-psql -X -q -v ON_ERROR_STOP=1 -f "$root/bench/peers/naive_table_lock.sql"
+psql -X -q -v ON_ERROR_STOP=1 -f "$root/tests/bench/peers/naive_table_lock.sql"
 if [[ " ${contenders[*]} " == *" dlock "* ]]; then
   psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION dlock"
 fi
@@ -60,7 +60,7 @@ run() {
   log="$results_dir/pgbench-$stamp-$contender-c$clients.log" # the last run's output
   psql -X -q -c CHECKPOINT
   "$pg_bin/pgbench" -n -M prepared -c "$clients" -j "$((clients < cpus ? clients : cpus))" \
-    -T "$secs" -f "$root/bench/pgbench/$contender.sql" >"$log" 2>&1 || {
+    -T "$secs" -f "$root/tests/bench/pgbench/$contender.sql" >"$log" 2>&1 || {
     cat "$log" >&2
     return 1
   }

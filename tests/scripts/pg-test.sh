@@ -2,7 +2,7 @@
 # The extension's #[pg_test]s (and its plain unit tests) in a pgrx-managed cluster.
 # initdb refuses root, so as root the cluster runs as `postgres`, in a directory it can reach.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-$PWD/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 runas=()

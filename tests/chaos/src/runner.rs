@@ -220,7 +220,7 @@ async fn set_up(args: &RunArgs) -> World {
     let proxy_port = proxy::start(upstream.clone(), args.cut_rate, args.seed ^ 0x5eed, proxy.clone()).await;
     let spec = Spec {
         dir: dir.clone(),
-        script: dlock_tests::workspace_root().join("chaos/worker.py"),
+        script: dlock_tests::workspace_root().join("tests/chaos/worker.py"),
         dlock_conn: format!(
             "host=127.0.0.1 port={proxy_port} user=postgres dbname=postgres connect_timeout=3"
         ),

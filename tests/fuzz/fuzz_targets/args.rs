@@ -1,10 +1,8 @@
-//! The SQL edge's argument checks (extension/src/args.rs), on any input: they never panic,
-//! accept exactly what the contract accepts, and hand back what they accepted.
+//! The SQL edge's argument checks (dlock_core::args), on any input: they never panic, accept
+//! exactly what the contract accepts, and hand back what they accepted.
 #![no_main]
 
-#[path = "../../extension/src/args.rs"]
-#[allow(dead_code)]
-mod args;
+use dlock_core::{args, limits};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -22,12 +20,12 @@ fuzz_target!(|input: Input| {
     let text_ok =
         |v: &Option<String>, max: usize| v.as_ref().is_some_and(|s| !s.is_empty() && s.len() <= max);
     match args::key(input.key.as_deref()) {
-        Ok(k) => assert!(text_ok(&input.key, args::MAX_KEY_BYTES) && Some(k) == input.key.as_deref()),
-        Err(_) => assert!(!text_ok(&input.key, args::MAX_KEY_BYTES)),
+        Ok(k) => assert!(text_ok(&input.key, limits::MAX_KEY_BYTES) && Some(k) == input.key.as_deref()),
+        Err(_) => assert!(!text_ok(&input.key, limits::MAX_KEY_BYTES)),
     }
     match args::owner(input.owner.as_deref()) {
-        Ok(o) => assert!(text_ok(&input.owner, args::MAX_OWNER_BYTES) && Some(o) == input.owner.as_deref()),
-        Err(_) => assert!(!text_ok(&input.owner, args::MAX_OWNER_BYTES)),
+        Ok(o) => assert!(text_ok(&input.owner, limits::MAX_OWNER_BYTES) && Some(o) == input.owner.as_deref()),
+        Err(_) => assert!(!text_ok(&input.owner, limits::MAX_OWNER_BYTES)),
     }
     let max = input.max_ttl.max(1);
     match (args::ttl(input.ttl, max), input.ttl) {

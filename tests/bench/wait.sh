@@ -16,11 +16,11 @@
 #   BENCH_WAIT_ARGS="--handoffs 200 --cpu-seconds 10" bash bench/wait.sh   (see bench-wait --help)
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
-cluster_sh="$root/scripts/cluster.sh"
+cluster_sh="$root/tests/scripts/cluster.sh"
 main_cluster="$BUILD/bench-wait-cluster"
 preload_cluster="$BUILD/bench-wait-preload"
 redis_dir="$BUILD/bench-wait-redis"

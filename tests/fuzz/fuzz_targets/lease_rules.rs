@@ -1,16 +1,10 @@
-//! The contract's rules (extension/src/lease.rs) on any lease, caller and clock: they never
-//! panic (no overflow at the ends of time), and every answer is one the contract allows.
+//! The contract's rules (dlock_core::lease) on any lease, caller and clock: they never panic
+//! (no overflow at the ends of time), and every answer is one the contract allows.
 #![no_main]
 
-#[path = "../../extension/src/args.rs"]
-#[allow(dead_code)]
-mod args;
-#[path = "../../extension/src/lease.rs"]
-#[allow(dead_code)]
-mod lease;
-
 use arbitrary::Arbitrary;
-use lease::{Acquire, Blocker, Caller, Current, INFINITY, Lease, Release, Renew};
+use dlock_core::INFINITY;
+use dlock_core::lease::{self, Acquire, Blocker, Caller, Current, Lease, Release, Renew};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]

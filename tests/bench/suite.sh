@@ -9,16 +9,16 @@
 #   BENCH_ARGS="--seconds 2 --clients 1,8 --live 0,100000" bash bench/suite.sh   (see --help)
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
-cluster_sh="$root/scripts/cluster.sh"
+cluster_sh="$root/tests/scripts/cluster.sh"
 cluster="$BUILD/bench-suite-cluster"
 redis_dir="$BUILD/bench-suite-redis"
 etcd_dir="$BUILD/bench-suite-etcd"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-out="$root/bench/results/$stamp"
+out="$root/tests/bench/results/$stamp"
 read -r -a extra_args <<<"${BENCH_ARGS:-}"
 
 echo "bench: building bench-suite (release)"
@@ -57,6 +57,7 @@ trap stop_all EXIT
 port=$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
   "shared_preload_libraries = 'dlock'" \
   "dlock.fast_max_ttl = 30" \
+  "dlock.fast_max_leases_per_role = 16384" "dlock.fast_max_leases_per_database = 16384" \
   "fsync = on" \
   "synchronous_commit = on" \
   "full_page_writes = on" \
@@ -68,7 +69,7 @@ port=$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cl
   "autovacuum_vacuum_cost_limit = 2000" | sed -n 's/.* PGPORT=\([0-9]*\) .*/\1/p')
 psql_() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
 psql_ -c "CREATE EXTENSION dlock"
-psql_ -f "$root/bench/peers/naive_table_lock.sql"
+psql_ -f "$root/tests/bench/peers/naive_table_lock.sql"
 
 stop_redis
 rm -rf "$redis_dir"

@@ -8,7 +8,7 @@
 # Writes $BUILD/bench/profile-<timestamp>.md.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 pg_bin=$("$PG_CONFIG" --bindir)
@@ -16,7 +16,7 @@ seconds=${BENCH_SECONDS:-10}
 clients=${BENCH_CLIENTS:-8}
 read -r -a contenders <<<"${BENCH_CONTENDERS:-ceiling naive dlock fast advisory}"
 cluster="$BUILD/bench-profile-cluster"
-cluster_sh="$root/scripts/cluster.sh"
+cluster_sh="$root/tests/scripts/cluster.sh"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$BUILD/bench"
 report="$BUILD/bench/profile-$stamp.md"
@@ -39,7 +39,7 @@ CREATE EXTENSION pg_stat_statements;
 CREATE TABLE ceiling (id int PRIMARY KEY, v bigint NOT NULL);
 INSERT INTO ceiling SELECT g, 0 FROM generate_series(1, 1000) g;
 SQL
-psql -X -q -v ON_ERROR_STOP=1 -f "$root/bench/peers/naive_table_lock.sql"
+psql -X -q -v ON_ERROR_STOP=1 -f "$root/tests/bench/peers/naive_table_lock.sql"
 
 perf_ok=false
 command -v perf >/dev/null && perf_ok=true
@@ -52,7 +52,7 @@ for contender in "${contenders[@]}"; do
   fi
   psql -X -q -c CHECKPOINT -c "SELECT pg_stat_reset_shared('wal')" -c "SELECT pg_stat_statements_reset()" >/dev/null
   log="$BUILD/bench/profile-$stamp-$contender.log"
-  "$pg_bin/pgbench" -n -M prepared -c "$clients" -j 2 -T "$seconds" -f "$root/bench/pgbench/$contender.sql" >"$log" 2>&1 &
+  "$pg_bin/pgbench" -n -M prepared -c "$clients" -j 2 -T "$seconds" -f "$root/tests/bench/pgbench/$contender.sql" >"$log" 2>&1 &
   bench_pid=$!
   if $perf_ok && [ "$contender" = dlock ]; then
     sleep 2

@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# `make test-regress`: the pg_regress expected-output tests. Every sql/NN_name.sql runs in order
-# against a fresh cluster in $BUILD/regress-cluster and its output must equal
-# sql/expected/NN_name.out. Results and regression.diffs land in $BUILD/regress.
+# `make test-regress`: the pg_regress expected-output tests, beside the extension they test:
+# every extension/tests/pg_regress/sql/NN_name.sql runs in order against a fresh cluster in
+# $BUILD/regress-cluster, and its output must equal extension/tests/pg_regress/expected/NN_name.out
+# (the layout pg_regress itself reads). Results and regression.diffs land in $BUILD/regress.
 #
-#   REGRESS_ACCEPT=1 bash scripts/regress.sh   copy the results over sql/expected/ (then READ them)
+#   REGRESS_ACCEPT=1 bash tests/scripts/regress.sh   copy the results over expected/ (then READ them)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 pg_regress="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress"
 cluster="$BUILD/regress-cluster"
-cluster_sh="$root/scripts/cluster.sh"
+cluster_sh="$root/tests/scripts/cluster.sh"
 out="$BUILD/regress"
+suite="$root/extension/tests/pg_regress"
 
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 
 
 tests=()
-for file in "$root"/sql/*.sql; do
+for file in "$suite"/sql/*.sql; do
   tests+=("$(basename "$file" .sql)")
 done
 if [ ${#tests[@]} -eq 0 ]; then
-  echo "regress: no tests in $root/sql" >&2
+  echo "regress: no tests in $suite/sql" >&2
   exit 2
 fi
 
@@ -32,20 +34,14 @@ trap stop_cluster EXIT
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).
 eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster")"
 
-# PG15's pg_regress has no --expecteddir: it reads <inputdir>/sql/T.sql and
-# <inputdir>/expected/T.out. Our layout is sql/T.sql and sql/expected/T.out, so point it at a
-# directory of two symlinks.
 rm -rf "$out"
-mkdir -p "$out/input"
-ln -s "$root/sql" "$out/input/sql"
-ln -s "$root/sql/expected" "$out/input/expected"
-mkdir -p "$root/sql/expected"
+mkdir -p "$out" "$suite/expected"
 for t in "${tests[@]}"; do
-  [ -f "$root/sql/expected/$t.out" ] && continue
+  [ -f "$suite/expected/$t.out" ] && continue
   if [ "${REGRESS_ACCEPT:-0}" = 1 ]; then
-    : >"$root/sql/expected/$t.out" # pg_regress stops at a missing expected file
+    : >"$suite/expected/$t.out" # pg_regress stops at a missing expected file
   else
-    echo "regress: sql/expected/$t.out is missing (REGRESS_ACCEPT=1 creates it from the results)" >&2
+    echo "regress: expected/$t.out is missing (REGRESS_ACCEPT=1 creates it from the results)" >&2
     exit 2
   fi
 done
@@ -68,15 +64,15 @@ status=0
   --bindir="$("$PG_CONFIG" --bindir)" \
   --host="$PGHOST" --port="$PGPORT" --user=postgres \
   --dbname=dlock_regress \
-  --inputdir="$out/input" \
+  --inputdir="$suite" \
   --outputdir="$out" \
   "${tests[@]}" || status=$?
 
 if [ "${REGRESS_ACCEPT:-0}" = 1 ]; then
   for t in "${tests[@]}"; do
-    cp "$out/results/$t.out" "$root/sql/expected/$t.out"
+    cp "$out/results/$t.out" "$suite/expected/$t.out"
   done
-  echo "regress: copied ${#tests[@]} results to sql/expected/ — read every line before committing"
+  echo "regress: copied ${#tests[@]} results to $suite/expected/ — read every line before committing"
   exit 0
 fi
 

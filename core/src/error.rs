@@ -1,0 +1,112 @@
+//! Every error of the contract, as data: what was refused and why. The extension raises each
+//! with its SQLSTATE and a hint (`extension/src/pg/report.rs`); the message is this `Display`.
+
+use thiserror::Error;
+
+/// Why an argument was refused (22004 for NULL, 22023 for the rest).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ArgError {
+    /// A required argument was NULL.
+    #[error("{0} must not be NULL")]
+    Null(&'static str),
+    /// A text argument was empty.
+    #[error("{0} must not be empty")]
+    Empty(&'static str),
+    /// A text argument was longer than allowed.
+    #[error("{arg} is {len} bytes long, the limit is {max} bytes")]
+    TooLong { arg: &'static str, len: usize, max: usize },
+    /// A ttl that is zero or negative.
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    /// A ttl above `dlock.max_ttl`.
+    #[error("{0} exceeds dlock.max_ttl")]
+    AboveMax(&'static str),
+    /// A fast-mode ttl above `dlock.fast_max_ttl`.
+    #[error("{0} exceeds dlock.fast_max_ttl")]
+    AboveFastMax(&'static str),
+    /// A negative duration.
+    #[error("{0} must not be negative")]
+    Negative(&'static str),
+}
+
+/// Why a new fast lease is refused although the table has room: its role or its database holds
+/// its share of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// The role holds `held` entries, its share being `max`.
+    Role { held: i64, max: i64 },
+    /// The database holds `held` entries, its share being `max`.
+    Database { held: i64, max: i64 },
+}
+
+/// A refused call.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DlockError {
+    /// A bad argument.
+    #[error(transparent)]
+    Arg(#[from] ArgError),
+    /// The right owner string presented by another role (42501).
+    #[error("permission denied to {action} a lease taken by another role")]
+    ForeignRole { action: &'static str },
+    /// A function for `dlock_admin` members called by someone else (42501).
+    #[error("permission denied for {function}")]
+    NotAdmin { function: &'static str },
+    /// `dlock_holds` on another role's live lease by a role not trusted to fence (42501).
+    #[error("permission denied to check the fence of a lease taken by another role")]
+    NotFencer,
+    /// An unbounded wait for a lease bound to the waiting session itself (40P01).
+    #[error("deadlock detected: the key is held by a lease bound to this same session")]
+    SelfDeadlock,
+    /// PREPARE TRANSACTION of a transaction whose dlock work cannot outlive its session
+    /// (0A000).
+    #[error("cannot PREPARE a transaction that {what}")]
+    NoPrepare { what: &'static str },
+    /// Fast mode without `shared_preload_libraries = 'dlock'` (55000).
+    #[error("fast mode needs shared_preload_libraries = 'dlock'")]
+    NotPreloaded,
+    /// Fast mode on a standby (25006).
+    #[error("fast-mode leases cannot be taken on a standby")]
+    OnStandby,
+    /// No room for another fast lease (53400).
+    #[error("the fast lease table is full ({max} live leases)")]
+    FastTableFull { max: usize },
+    /// The role or the database holds its share of the fast table (53400).
+    #[error("{}", share_message(.share, .role))]
+    FastShare { share: Share, role: String },
+}
+
+fn share_message(share: &Share, role: &str) -> String {
+    match share {
+        Share::Role { held, max } => format!(
+            "role {role} holds {held} fast leases, its share of the fast lease table \
+             (dlock.fast_max_leases_per_role = {max})"
+        ),
+        Share::Database { held, max } => format!(
+            "this database holds {held} fast leases, its share of the fast lease table \
+             (dlock.fast_max_leases_per_database = {max})"
+        ),
+    }
+}
+
+impl Share {
+    /// The setting that sets this share.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            Share::Role { .. } => "dlock.fast_max_leases_per_role",
+            Share::Database { .. } => "dlock.fast_max_leases_per_database",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_argument_and_the_limit() {
+        let e = DlockError::from(ArgError::TooLong { arg: "key", len: 1025, max: 1024 });
+        assert_eq!(e.to_string(), "key is 1025 bytes long, the limit is 1024 bytes");
+        let e = DlockError::FastShare { share: Share::Database { held: 30, max: 30 }, role: "a".into() };
+        assert!(e.to_string().contains("dlock.fast_max_leases_per_database = 30"), "{e}");
+    }
+}
