@@ -1,39 +1,29 @@
 //! dlock: distributed locks that live inside PostgreSQL.
 //!
-//! Leases with TTLs (or bound to a session), fencing tokens from a WAL-logged sequence,
-//! server-side waiting, reentrancy, and role scoping — as SQL functions any client can call.
-//! Layout: `api` (the SQL functions) → `ops` (lock, read, decide, write) → `lease` (the pure
-//! rules) and `store` (the lease table via `spi`); `keylock` and `session` hold the
-//! heavyweight locks; `wait` the server-side waiting; `sweep` keeps the table small.
+//! Leases with TTLs (or bound to a session), fencing tokens that only grow, server-side waiting
+//! in arrival order, reentrancy and role scoping, as SQL functions any client can call. The
+//! contract's pure rules live in the `dlock-core` crate; this crate puts them into PostgreSQL,
+//! in layers that call one way:
+//!
+//! - `sql_api`: the SQL functions: argument checks, the caller's identity, error reports;
+//! - `ops`: the operations: take the key lock, read, decide, write, wait;
+//! - `hooks`: where PostgreSQL calls back: transaction and subtransaction ends, session exit,
+//!   shared memory at server start;
+//! - `wait`, `store`, `fast`: server-side waiting, the lease table, fast mode's leases in shared
+//!   memory;
+//! - `locks`: dlock's advisory locks (key locks, session bindings, queues, watches);
+//! - `pg`: the PostgreSQL glue everything stands on.
 
 use pgrx::prelude::*;
 
-mod api;
-mod args;
-mod current;
-mod durability;
-mod error;
 mod fast;
-mod guc;
-mod handoff;
-mod heap;
-mod interrupt;
-mod keylock;
-mod lease;
-mod lockwait;
+mod hooks;
+mod locks;
 mod ops;
-mod pending;
-mod queue;
-mod role;
-mod session;
-mod shmem;
-mod spi;
+mod pg;
+mod sql_api;
 mod store;
-mod subxact;
-mod sweep;
 mod wait;
-mod waitslot;
-mod watch;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -42,15 +32,9 @@ extension_sql_file!("sql/finalize.sql", name = "finalize", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    guc::register();
-    keylock::register_callbacks();
-    session::register_callbacks();
-    durability::register_callbacks();
-    handoff::register_callbacks();
-    watch::register_callbacks();
-    subxact::register_callback();
-    shmem::request_at_preload();
-    interrupt::install();
+    sql_api::settings::define();
+    hooks::register();
+    pg::signals::install();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

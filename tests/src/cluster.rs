@@ -313,7 +313,7 @@ fn run_cluster_sh_start(dir: &Path, conf: &[&str]) -> (String, u16) {
         .arg(dir)
         .args(conf)
         .output()
-        .expect("cannot run scripts/cluster.sh start");
+        .expect("cannot run tests/scripts/cluster.sh start");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -1,5 +1,5 @@
 //! A streaming-replication standby of a `Cluster`, for failover tests: cloned with
-//! `pg_basebackup -R`, started through `scripts/cluster.sh`, promoted with `pg_ctl promote`, all
+//! `pg_basebackup -R`, started through `tests/scripts/cluster.sh`, promoted with `pg_ctl promote`, all
 //! as the `postgres` OS user when we are root (like the cluster itself).
 
 use std::fs;
@@ -59,11 +59,11 @@ impl Standby {
     /// Starts the server (`cluster.sh start`, which waits until it accepts connections).
     pub fn start(&self) {
         let out = Command::new("bash")
-            .arg(workspace_root().join("scripts/cluster.sh"))
+            .arg(workspace_root().join("tests/scripts/cluster.sh"))
             .arg("start")
             .arg(&self.dir)
             .output()
-            .expect("cannot run scripts/cluster.sh start");
+            .expect("cannot run tests/scripts/cluster.sh start");
         assert!(
             out.status.success(),
             "cluster.sh start {} (standby) failed:\n{}\n--- server.log ---\n{}",
@@ -77,12 +77,12 @@ impl Standby {
     /// Stops the server: `"fast"` or `"immediate"`.
     pub fn stop(&self, mode: &str) {
         let status = Command::new("bash")
-            .arg(workspace_root().join("scripts/cluster.sh"))
+            .arg(workspace_root().join("tests/scripts/cluster.sh"))
             .args(["stop"])
             .arg(&self.dir)
             .arg(mode)
             .status()
-            .expect("cannot run scripts/cluster.sh stop");
+            .expect("cannot run tests/scripts/cluster.sh stop");
         assert!(status.success(), "cluster.sh stop {mode} (standby) failed: {status}");
         *self.running.lock().unwrap() = false;
     }
@@ -130,7 +130,7 @@ impl Drop for Standby {
     fn drop(&mut self) {
         if *self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
             let _ = Command::new("bash")
-                .arg(workspace_root().join("scripts/cluster.sh"))
+                .arg(workspace_root().join("tests/scripts/cluster.sh"))
                 .arg("stop")
                 .arg(&self.dir)
                 .arg("fast")

@@ -10,8 +10,8 @@
 //!   out before its key can be granted again (Chubby's lock-delay).
 //! - **Fences only grow, across restarts and failover:** a fence is `epoch << 20 | n`, where
 //!   the epoch is read off the WAL position (cluster-wide, flushed, and replicated to the
-//!   synchronous standbys; `table::draw_epoch`) the first time a fast key is granted after
-//!   start, and again every 2^20 grants.
+//!   synchronous standbys; `epoch.rs`) the first time a fast key is granted after start, and
+//!   again every 2^20 grants.
 //! - **Fair shares:** one table serves every database and role; each role and each database
 //!   may hold at most its share of it (`quota.rs`).
 //! - **Not transactional:** a fast acquire, renew or release takes effect at once, and a
@@ -25,11 +25,10 @@
 //! database; two different keys with the same hash (never seen in practice) count as one key
 //! here: the second waits, which is safe.
 
+mod epoch;
 mod ops;
 mod quota;
 mod table;
 
 pub use ops::{Request, acquire, holds, live, release, renew, reset};
-pub use quota::Share;
-pub use table::{MAX_KEY_BYTES, MAX_OWNER_BYTES, max_ttl_text, max_ttl_us};
-pub(crate) use table::{define_settings, request, startup};
+pub use table::{define_settings, max_ttl_us, request, startup};

@@ -1,12 +1,12 @@
 //! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
 //! the live leases.
 
-use super::quota::Share;
 use super::table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
-use crate::args::Micros;
-use crate::current::now;
-use crate::error::DlockError;
-use crate::lease::Timestamp;
+use crate::pg::backend::now;
+use crate::pg::client;
+use crate::pg::role;
+use crate::pg::version::WaitEvent;
+use dlock_core::{DlockError, Micros, Share, Timestamp};
 use pgrx::pg_sys;
 use std::sync::atomic::Ordering;
 
@@ -99,9 +99,8 @@ fn try_grant(table: &Table, key: &Key, req: &Request, now: Timestamp) -> Try {
 }
 
 /// `dlock_fast_acquire`: the fence, or `None` when `wait` ran out first.
-pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
-    const F: &str = "dlock_fast_acquire";
-    let table = table(F);
+pub fn acquire(req: &Request, wait: Option<Micros>) -> Result<Option<i64>, DlockError> {
+    let table = table()?;
     let key = Key::new(req.key);
     let deadline = wait.map(|w| now().saturating_add(w));
     let cv = &table.shared().wake[key.part] as *const _ as *mut pg_sys::ConditionVariable;
@@ -109,7 +108,7 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
     let outcome = loop {
         let now = now();
         let busy_until = match try_grant(table, &key, req, now) {
-            Try::Granted(fence) => break Some(fence),
+            Try::Granted(fence) => break Ok(Some(fence)),
             Try::Busy(until) => until,
             Try::Again => continue,
             Try::Full(_) if table.sweep(now) > 0 => continue,
@@ -117,14 +116,14 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
                 if sleeping {
                     stop_waiting(table);
                 }
-                match share {
-                    None => DlockError::FastTableFull { max: capacity() }.raise(F),
-                    Some(share) => DlockError::FastShare { share, role: req.role }.raise(F),
-                }
+                return Err(match share {
+                    None => DlockError::FastTableFull { max: capacity() },
+                    Some(share) => DlockError::FastShare { share, role: role::name(req.role) },
+                });
             }
         };
         if deadline.is_some_and(|d| now >= d) {
-            break None;
+            break Ok(None);
         }
         if !sleeping {
             // Counted and registered before the next check, so a release between it and the
@@ -141,8 +140,8 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Option<i64> {
         let until = deadline.map_or(busy_until, |d| d.min(busy_until));
         let ms = ((until - now + 999) / 1000).clamp(1, i64::from(i32::MAX));
         // SAFETY: the standard condition variable wait; interrupts are served inside.
-        crate::lockwait::watching_client(|| unsafe {
-            pg_sys::ConditionVariableTimedSleep(cv, ms, pg_sys::PG_WAIT_EXTENSION)
+        client::watching(|| unsafe {
+            pg_sys::ConditionVariableTimedSleep(cv, ms, WaitEvent::DlockFast.id())
         });
     };
     if sleeping {
@@ -178,7 +177,6 @@ pub fn reset() {
 /// if `f` says the change concerns them: `Err` for the right owner under another role (unless
 /// admin).
 fn with_own<R>(
-    function: &'static str,
     action: &'static str,
     key_text: &str,
     owner: &str,
@@ -186,7 +184,7 @@ fn with_own<R>(
     admin: bool,
     f: impl FnOnce(&Table, &Key, &mut Entry, Timestamp) -> (R, bool),
 ) -> Result<Option<R>, DlockError> {
-    let table = table(function);
+    let table = table()?;
     let key = Key::new(key_text);
     let now = now();
     let result = table.locked(&key, |t| {
@@ -218,7 +216,7 @@ fn with_own<R>(
 
 /// `dlock_fast_release`: gives back one hold; whether the caller held the key.
 pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, DlockError> {
-    let released = with_own("dlock_fast_release", "release", key, owner, role, admin, |t, key, e, _| {
+    let released = with_own("release", key, owner, role, admin, |t, key, e, _| {
         e.hold_count -= 1;
         let freed = e.hold_count == 0;
         if freed {
@@ -239,7 +237,7 @@ pub fn renew(
     admin: bool,
     ttl: Micros,
 ) -> Result<Option<Timestamp>, DlockError> {
-    with_own("dlock_fast_renew", "renew", key, owner, role, admin, |t, _, e, now| {
+    with_own("renew", key, owner, role, admin, |t, _, e, now| {
         let expires_at = now.saturating_add(ttl);
         // A shorter lease moves the waiters' deadline earlier: wake them to sleep less.
         let shorter = expires_at < e.expires_at;
@@ -250,14 +248,14 @@ pub fn renew(
 }
 
 /// `dlock_fast_holds`: whether the live fast lease on `key` carries `fence`.
-pub fn holds(key_text: &str, fence: i64) -> bool {
-    let table = table("dlock_fast_holds");
+pub fn holds(key_text: &str, fence: i64) -> Result<bool, DlockError> {
+    let table = table()?;
     let key = Key::new(key_text);
     let now = now();
-    table.locked(&key, |t| match t.find(&key, pg_sys::HASHACTION::HASH_FIND) {
+    Ok(table.locked(&key, |t| match t.find(&key, pg_sys::HASHACTION::HASH_FIND) {
         (Some(e), true) => e.expires_at > now && key.owns(e) && e.fence == fence,
         _ => false,
-    })
+    }))
 }
 
 /// A live fast lease, as `dlock_fast_locks` shows it.
@@ -271,8 +269,8 @@ pub struct Row {
 }
 
 /// Every live fast lease of this database.
-pub fn live() -> Vec<Row> {
-    let table = table("dlock_fast_locks");
+pub fn live() -> Result<Vec<Row>, DlockError> {
+    let table = table()?;
     let (now, database) = (now(), current_database());
     let mut rows = Vec::new();
     table.scan(|e| {
@@ -287,5 +285,5 @@ pub fn live() -> Vec<Row> {
             });
         }
     });
-    rows
+    Ok(rows)
 }

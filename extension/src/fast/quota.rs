@@ -8,6 +8,7 @@
 //! The counts live in a small shared hash table under a lock of their own, taken only while
 //! holding a partition lock (or all of them, when sweeping), never the other way round.
 
+use dlock_core::Share;
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
@@ -28,15 +29,6 @@ struct Count {
 pub(super) struct Quotas {
     hash: *mut pg_sys::HTAB,
     lock: *mut pg_sys::LWLock,
-}
-
-/// Why a new fast lease is refused although the table has room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Share {
-    /// The role holds its share (`held` of at most `max`).
-    Role { held: i64, max: i64 },
-    /// The database holds its share.
-    Database { held: i64, max: i64 },
 }
 
 fn share(setting: &GucSetting<i32>, capacity: usize) -> i64 {

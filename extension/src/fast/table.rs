@@ -1,10 +1,10 @@
 //! Fast mode's table in shared memory: its settings, the partitioned hash of entries, the
 //! partition locks and condition variables, the lock-delay's start and the fence epochs.
 
-use crate::args::Micros;
-use crate::error::DlockError;
-use crate::keylock::key_hash;
-use crate::lease::Timestamp;
+use crate::fast::epoch;
+use crate::pg::backend;
+use dlock_core::key::key_hash;
+use dlock_core::{DlockError, Micros, Timestamp};
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CStr;
@@ -12,26 +12,11 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::quota::{self, Quotas};
 
-/// Longest fast key and owner, in bytes (entries are fixed-size in shared memory).
-pub const MAX_KEY_BYTES: usize = 256;
-pub const MAX_OWNER_BYTES: usize = 128;
+use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
 
 const PARTITIONS: usize = 16;
 const TRANCHE: &CStr = c"dlock fast";
-const COUNTER_BITS: u32 = 20;
-const COUNTER_MAX: u64 = (1 << COUNTER_BITS) - 1;
-/// Fence epochs come from the WAL position, one per `2^EPOCH_SHIFT` bytes of WAL (see
-/// `draw_epoch`) ...
-const EPOCH_SHIFT: u32 = 17;
-/// ... above every epoch release 0.1.0 drew from a database's fence sequence (those were
-/// sequence values, far below 2^42), and below 2^43, so that `epoch << COUNTER_BITS | n` fits
-/// a positive bigint until the WAL reaches 2^59 bytes (512 PiB).
-const EPOCH_BASE: u64 = 1 << 42;
-const EPOCH_LIMIT: u64 = 1 << 43;
-/// Draw the next epoch this many grants before the counter runs out, so that racing grants
-/// rarely find it exhausted.
-const COUNTER_MARGIN: u64 = 4096;
-
+use epoch::{COUNTER_BITS, COUNTER_MARGIN, COUNTER_MAX};
 static MAX_LEASES: GucSetting<i32> = GucSetting::<i32>::new(16384);
 static MAX_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
 
@@ -93,13 +78,8 @@ pub fn max_ttl_us() -> Micros {
     i64::from(MAX_TTL_S.get()) * 1_000_000
 }
 
-/// `dlock.fast_max_ttl` as set, for messages.
-pub fn max_ttl_text() -> String {
-    format!("{} s", MAX_TTL_S.get())
-}
-
 /// Asks for the table's memory and locks (`shmem.rs`'s request hook).
-pub(crate) fn request() {
+pub fn request() {
     // SAFETY: the postmaster's shared memory request phase.
     unsafe {
         let entries = pg_sys::hash_estimate_size(capacity() as i64, std::mem::size_of::<Entry>());
@@ -109,7 +89,7 @@ pub(crate) fn request() {
 }
 
 /// Sets the table up (`shmem.rs`'s startup hook).
-pub(crate) fn startup() {
+pub fn startup() {
     // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
     unsafe {
         let mut found = false;
@@ -144,7 +124,7 @@ pub(crate) fn startup() {
 }
 
 /// Defines the fast-mode settings (`shmem.rs`, while preloading).
-pub(crate) fn define_settings() {
+pub fn define_settings() {
     GucRegistry::define_int_guc(
         c"dlock.fast_max_leases",
         c"How many fast-mode leases shared memory holds.",
@@ -177,14 +157,14 @@ pub(super) fn preloaded() -> Option<&'static Table> {
     unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
 }
 
-/// The table for a fast-mode call: 55000 without preload, 25006 on a standby.
-pub(super) fn table(function: &'static str) -> &'static Table {
-    let Some(table) = preloaded() else { DlockError::NotPreloaded.raise(function) };
+/// The table for a fast-mode call: not without preload (55000), nor on a standby (25006).
+pub(super) fn table() -> Result<&'static Table, DlockError> {
+    let table = preloaded().ok_or(DlockError::NotPreloaded)?;
     // SAFETY: reads shared state.
     if unsafe { pg_sys::RecoveryInProgress() } {
-        DlockError::OnStandby.raise(function);
+        return Err(DlockError::OnStandby);
     }
-    table
+    Ok(table)
 }
 
 /// The key a call is about: its text, hash, and partition.
@@ -209,8 +189,7 @@ impl<'a> Key<'a> {
 }
 
 pub(super) fn current_database() -> u32 {
-    // SAFETY: set for every backend that runs SQL.
-    unsafe { pg_sys::MyDatabaseId }.to_u32()
+    backend::database().to_u32()
 }
 
 impl Table {
@@ -279,7 +258,7 @@ impl Table {
             pg_sys::LWLockAcquire(epoch_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
             let state = self.shared().fence.load(Ordering::Acquire);
             if state >> COUNTER_BITS == 0 || state & COUNTER_MAX >= COUNTER_MAX - COUNTER_MARGIN {
-                let epoch = draw_epoch();
+                let epoch = epoch::draw();
                 self.shared().fence.store(epoch << COUNTER_BITS, Ordering::Release);
             }
             pg_sys::LWLockRelease(epoch_lock);
@@ -378,34 +357,5 @@ impl Table {
             }
             dead.len()
         }
-    }
-}
-
-/// Draws a fence epoch: cluster-wide, never lower than any epoch drawn before in any database
-/// of this cluster, across restarts, crashes and failover to a synchronous standby. It is read
-/// off the WAL, the one monotonic, durable, replicated counter every database shares: the
-/// epoch is the end of a no-op WAL record padded past the next `2^EPOCH_SHIFT`-byte boundary
-/// of the position at which it was written, so it is greater than that position's epoch, and
-/// every earlier draw ended at or before that position. The record is flushed and replicated
-/// to the synchronous standbys before the epoch is used, so a promoted standby's WAL, and so
-/// its epochs, continue past it. (No logical decoding consumer sees a no-op record.)
-unsafe fn draw_epoch() -> u64 {
-    // SAFETY: WAL insertion outside a critical section (as for logical messages), on a primary
-    // (fast mode refuses standbys); then the WAL machinery's own waits.
-    unsafe {
-        let before = pg_sys::GetXLogInsertRecPtr();
-        let boundary = ((before >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT;
-        let padding = vec![0u8; (boundary - before) as usize];
-        pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(padding.as_ptr() as _, padding.len() as _);
-        pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
-        let end = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_XLOG_ID as u8, pg_sys::XLOG_NOOP as u8);
-        pg_sys::XLogFlush(end);
-        pg_sys::SyncRepWaitForLSN(end, false);
-        let epoch = EPOCH_BASE + (end >> EPOCH_SHIFT);
-        if epoch >= EPOCH_LIMIT {
-            pgrx::error!("dlock: fast-mode fences are exhausted (the WAL position passed 2^59 bytes)");
-        }
-        epoch
     }
 }

@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::faults::BoundKill;
 use crate::history::Grant;
 use crate::resource::{Accepted, Refused};
 
@@ -19,6 +18,26 @@ pub const MARGIN: f64 = 0.05;
 /// bound is three orders of magnitude above that, for a 2-core machine busy with three servers
 /// and the workers (a judgement in seconds is not a timing test).
 pub const BOUND_HANDOVER: f64 = 5.0;
+
+/// A kill -9 of a worker holding a session-bound lease: the server must end the lease with the
+/// session, and the key pass on at once. A probe waits for the key from the kill on.
+#[derive(Debug, Clone)]
+pub struct BoundKill {
+    pub worker: String,
+    pub key: String,
+    pub fence: i64,
+    /// Server time just before the kill, and the same moment on this machine's clock (the
+    /// workers' `releasing` records use it).
+    pub at: f64,
+    pub local: f64,
+    /// The probe's answer: `Some(true)` granted, `Some(false)` not within its wait, `None`
+    /// interrupted (a crash or failover meanwhile): the kill is then not judged.
+    pub probe: Option<bool>,
+}
+
+/// The longest a probe waits for the key of a killed session-bound holder (past the bound
+/// the checker judges, so that the probe's own answer never decides near the bound).
+pub const PROBE_WAIT: f64 = 8.0;
 
 /// The leases visible right after a crash restart, and when they were read.
 #[derive(Debug, Clone)]
@@ -425,7 +444,7 @@ pub fn bound_kills(
                 kill.worker,
                 kill.fence,
                 kill.at,
-                crate::faults::PROBE_WAIT,
+                PROBE_WAIT,
                 if probe { "granted, but its grant is not in probe.jsonl" } else { "not granted" }
             ));
         }

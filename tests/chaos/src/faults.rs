@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use dlock_tests::{Cluster, Standby};
 use tokio_postgres::{Client, NoTls};
 
-use crate::check::Snapshot;
+use crate::check::{BoundKill, PROBE_WAIT, Snapshot};
 use crate::crew::Crew;
 use crate::history::{Event, Log};
 use crate::resource;
@@ -43,26 +43,6 @@ pub struct Counts {
     pub unexpected_exits: Vec<String>,
     pub sabotage_force_releases: u64,
 }
-
-/// A kill -9 of a worker holding a session-bound lease: the server must end the lease with the
-/// session, and the key pass on at once. A probe waits for the key from the kill on.
-#[derive(Debug, Clone)]
-pub struct BoundKill {
-    pub worker: String,
-    pub key: String,
-    pub fence: i64,
-    /// Server time just before the kill, and the same moment on this machine's clock (the
-    /// workers' `releasing` records use it).
-    pub at: f64,
-    pub local: f64,
-    /// The probe's answer: `Some(true)` granted, `Some(false)` not within its wait, `None`
-    /// interrupted (a crash or failover meanwhile): the kill is then not judged.
-    pub probe: Option<bool>,
-}
-
-/// The longest a probe waits for the key of a killed session-bound holder (past the bound
-/// the checker judges, so that the probe's own answer never decides near the bound).
-pub const PROBE_WAIT: f64 = 8.0;
 
 /// SIGKILL of a worker, preferably one holding a lease (a session-bound one if
 /// `prefer_bound` and there is one); returns its name and, if it held a session-bound lease,

@@ -3,7 +3,7 @@
 //!
 //! `dlock-chaos run` starts a throwaway cluster, a fenced resource in a second database, a
 //! connection-cutting proxy and worker processes (`dlock-chaos worker` through the Rust client,
-//! `chaos/worker.py` in raw SQL), injects faults, then checks the lease history against the
+//! `tests/chaos/worker.py` in raw SQL), injects faults, then checks the lease history against the
 //! resource and exits non-zero on any violation.
 
 mod check;
@@ -14,6 +14,7 @@ mod proxy;
 mod report;
 mod resource;
 mod rng;
+mod run_args;
 mod runner;
 mod worker;
 
@@ -29,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// A whole run: cluster, workers, faults, check, report.
-    Run(runner::RunArgs),
+    Run(run_args::RunArgs),
     /// One Rust worker (started by `run`).
     Worker(worker::WorkerArgs),
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::check::{Outcome, Snapshot};
 use crate::faults::Counts;
-use crate::runner::RunArgs;
+use crate::run_args::RunArgs;
 
 /// How many violations are printed in full (all are counted).
 const SHOWN: usize = 20;

@@ -1,7 +1,7 @@
 //! The checker against hand-made histories: each violation is found, and fencing at work is not one.
 
 use super::*;
-use crate::faults::BoundKill;
+use crate::check::BoundKill;
 use crate::history::Release;
 
 fn grant(owner: &str, fence: i64, granted_by: f64, live_until: f64) -> Grant {

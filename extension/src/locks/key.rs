@@ -1,0 +1,87 @@
+//! The key lock: serialises every read-decide-write on a key. Held to commit by whoever changed
+//! the key; given back at once by a call that changed nothing. A hash collision only serialises
+//! two keys, it never merges their leases (the row is keyed by the full text). A fencing check
+//! holds it in share mode until its transaction ends, so the key cannot change hands under a
+//! fenced write.
+
+use crate::locks::deadline;
+use crate::locks::tags::{self, Space, tag};
+use crate::pg::pending::Pending;
+use dlock_core::Timestamp;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+
+thread_local! {
+    /// Key lock holds (hash, mode) of this transaction, tagged by the subtransaction that took
+    /// them: they belong to the top transaction, so a rolled-back savepoint gives back its own
+    /// here (`sub_end`); what it changed under them is undone, so the keys are free again.
+    static HELD: RefCell<Pending<(u64, u32)>> = const { RefCell::new(Pending::new()) };
+}
+
+fn held(hash: u64, mode: u32, got: bool) -> bool {
+    if got {
+        HELD.with(|h| h.borrow_mut().push((hash, mode)));
+    }
+    got
+}
+
+fn let_go(hash: u64, mode: u32) {
+    tags::release(&tag(Space::Key, hash), mode, false);
+    HELD.with(|h| h.borrow_mut().remove_last(|&held| held == (hash, mode)));
+}
+
+/// Takes the key lock if nobody else holds it (or we already do); never blocks.
+pub fn try_lock_key(hash: u64) -> bool {
+    held(
+        hash,
+        pg_sys::ExclusiveLock,
+        tags::acquire(&tag(Space::Key, hash), pg_sys::ExclusiveLock, false, false),
+    )
+}
+
+/// Takes the key lock, waiting for the transaction that holds it (deadlock-checked, cancellable).
+pub fn lock_key(hash: u64) {
+    held(
+        hash,
+        pg_sys::ExclusiveLock,
+        tags::acquire(&tag(Space::Key, hash), pg_sys::ExclusiveLock, false, true),
+    );
+}
+
+/// Takes the key lock, waiting no later than `deadline` (`None`: no limit); whether it got it.
+pub fn lock_key_until(hash: u64, until: Option<Timestamp>) -> bool {
+    let got = deadline::acquire_until(&tag(Space::Key, hash), pg_sys::ExclusiveLock, until);
+    held(hash, pg_sys::ExclusiveLock, got)
+}
+
+/// Takes the key lock in share mode: the key cannot change hands until this transaction ends.
+pub fn share_key(hash: u64) {
+    held(hash, pg_sys::ShareLock, tags::acquire(&tag(Space::Key, hash), pg_sys::ShareLock, false, true));
+}
+
+/// Gives back a share hold taken by `share_key` when there was nothing to protect.
+pub fn unshare_key(hash: u64) {
+    let_go(hash, pg_sys::ShareLock);
+}
+
+/// Gives back one hold of the key lock before commit; only when nothing was changed under it.
+pub fn unlock_key(hash: u64) {
+    let_go(hash, pg_sys::ExclusiveLock);
+}
+
+/// The transaction ended: PostgreSQL lets its key locks go.
+pub fn at_end() {
+    HELD.with(|h| h.borrow_mut().take());
+}
+
+/// A subtransaction ended (`hooks/subxact.rs`): a released one's holds are its parent's; a rolled-back
+/// one gives back its own.
+pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
+    if commit {
+        HELD.with(|h| h.borrow_mut().sub_commit(sub, parent));
+    } else {
+        for (hash, mode) in HELD.with(|h| h.borrow_mut().sub_abort(sub)) {
+            tags::release(&tag(Space::Key, hash), mode, false);
+        }
+    }
+}

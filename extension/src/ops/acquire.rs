@@ -1,0 +1,193 @@
+//! `dlock_acquire(..., wait)` and `dlock_try_acquire`: an attempt, then server-side waiting,
+//! event-driven, in arrival order, with no polling. Without `shared_preload_libraries` the
+//! queue is PostgreSQL's lock manager alone; preloaded, the head also publishes its request so
+//! that whoever frees the key can grant it in their own transaction (`ops/handoff.rs`).
+//!
+//! A newcomer first tries the key: it is granted, reenters, or finds it busy — and it also finds
+//! it busy when others already queue for it, so it never barges past them. A caller that may
+//! wait then joins the key's FIFO queue (`wait/queue.rs`) and, once at its head, watches the
+//! lease: it sleeps on its latch until the holder's `expires_at`, its own deadline, or a wake-up
+//! from whoever frees the key (at their commit, `wait/wakeups.rs`), and re-reads the lease each
+//! time, so renewals are respected and an expired lease changes hands within a millisecond or
+//! two. Cancel, `statement_timeout`, postmaster death and the client hanging up end a wait at
+//! once; the transaction abort takes the waiter out of the queue.
+
+use crate::locks::{binding, key as keylock, session};
+use crate::ops::attempt;
+use crate::pg::backend::now;
+use crate::pg::latch::{ensure_client_connected, sleep_until};
+use crate::pg::signals;
+use crate::pg::version::WaitEvent;
+use crate::wait::{queue, slots};
+use dlock_core::lease::{Blocker, Caller};
+use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
+use pgrx::pg_sys;
+
+/// How much longer than `deadlock_timeout` a head waits on a session-bound holder in one go:
+/// enough for PostgreSQL's deadlock check (run at `deadlock_timeout`) to come first. A force
+/// release, which leaves the holder's binding in place, pokes the head out of the wait at once;
+/// the slice ending is the backstop.
+const SLICE_MARGIN_US: i64 = 100_000;
+
+/// Acquires `key`, waiting up to `wait` (`None`: without limit). `Ok(None)` when not granted.
+pub fn acquire(
+    key: &str,
+    caller: &Caller,
+    ttl: Option<Micros>,
+    wait: Option<Micros>,
+) -> Result<Option<i64>, DlockError> {
+    let hash = key_hash(key);
+    let try_only = wait == Some(0);
+    let deadline = wait.map(|w| now().saturating_add(w));
+    // A try never blocks on a key another transaction is changing; a wait first waits for that
+    // transaction, so that the holder's own reentry is recognised and never queues.
+    let keyed = if try_only { keylock::try_lock_key(hash) } else { keylock::lock_key_until(hash, deadline) };
+    if keyed && let Ok(fence) = attempt::acquire(key, hash, caller, ttl, false) {
+        return Ok(Some(fence));
+    }
+    if try_only || !keyed {
+        return Ok(None);
+    }
+    suggest_preload_once();
+    if !queue::join(hash, deadline) {
+        return Ok(None);
+    }
+    // At the head. Preloaded, a TTL request goes into the wait table, so that whoever frees the
+    // key can grant it to us in their own transaction (`ops::handoff::hand_over`) — only at the
+    // top level of an autocommit statement: inside a transaction block or a subtransaction, our
+    // grant must be ours to roll back, so we write it ourselves.
+    let published =
+        ttl.is_some_and(|ttl| at_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl));
+    let granted = head_loop(key, hash, caller, ttl, deadline, published);
+    let granted = match granted {
+        Ok(granted) if published => Ok(withdraw(hash, granted)),
+        other => other,
+    };
+    // Granted: stay at the head until this transaction ends (its commit lets the queue lock go),
+    // so the next in line wakes after the grant is durable, not in the middle of its WAL flush.
+    // Not granted: leave at once.
+    if !matches!(granted, Ok(Some(_))) {
+        queue::leave(hash);
+    }
+    granted
+}
+
+/// The head watches the lease until it is granted (by itself, or handed over), or `deadline`.
+fn head_loop(
+    key: &str,
+    hash: u64,
+    caller: &Caller,
+    ttl: Option<Micros>,
+    deadline: Option<Timestamp>,
+    published: bool,
+) -> Result<Option<i64>, DlockError> {
+    loop {
+        // Never hand a lease to a client that hung up while it waited: it would sit unused
+        // until its TTL ran out.
+        ensure_client_connected();
+        // A poke from here on ends the wait on a session-bound holder below (force release).
+        signals::clear_poke();
+        if !keylock::lock_key_until(hash, deadline) {
+            return Ok(None);
+        }
+        // Holding the key lock, no hand-off is in flight: a grant to us has committed or not.
+        if published && let slots::Answer::Granted(handed) = slots::answer() {
+            keylock::unlock_key(hash);
+            return Ok(Some(handed.settle()));
+        }
+        let blocker = match attempt::acquire(key, hash, caller, ttl, true) {
+            Ok(fence) => return Ok(Some(fence)),
+            Err(blocker) => blocker,
+        };
+        let now = now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        let lease = WaitEvent::DlockLease.id();
+        match blocker {
+            Blocker::Expiry(expiry) => {
+                sleep_until([deadline, Some(expiry)].into_iter().flatten().min(), lease)
+            }
+            // Held by this very session under another owner string: only a force release can
+            // end that, so wait for its wake-up; without a deadline that is a deadlock.
+            Blocker::Session(fence) if session::is_bound_here(fence) => match deadline {
+                Some(_) => sleep_until(deadline, lease),
+                None => return Err(DlockError::SelfDeadlock),
+            },
+            // Wait in the lock manager for the holder's session (deadlock-checked), in slices a
+            // little longer than deadlock_timeout, until a force release pokes us.
+            Blocker::Session(fence) => {
+                // SAFETY: reads a setting.
+                let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + SLICE_MARGIN_US;
+                let slice_end = now.saturating_add(slice_us);
+                binding::await_unbind(fence, Some(deadline.map_or(slice_end, |d| d.min(slice_end))));
+            }
+            // Only a newcomer sees a queue ahead; the head never does.
+            Blocker::Queue => sleep_until(deadline, lease),
+        }
+    }
+}
+
+/// Whether this call runs in a transaction of its own statement, not in a subtransaction.
+fn at_top_level() -> bool {
+    // SAFETY: reads transaction state.
+    unsafe { !pg_sys::IsTransactionBlock() && pg_sys::GetCurrentTransactionNestLevel() == 1 }
+}
+
+/// The first wait of a session on a server that does not preload dlock says, once, what
+/// preloading would add. (`CREATE EXTENSION` cannot: extension scripts run with notices muted.)
+fn suggest_preload_once() {
+    thread_local! {
+        static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !slots::enabled() && !SAID.with(|s| s.replace(true)) {
+        pgrx::pg_sys::panic::ErrorReport::new(
+            pgrx::PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            "dlock: waiting without shared_preload_libraries = 'dlock' (said once per session)",
+            "dlock_acquire",
+        )
+        .set_hint(
+            "Preloaded (then a restart), a freed key is handed to its waiter in the releaser's \
+             transaction, sparing the waiter a WAL flush; everything works without it.",
+        )
+        .report(pgrx::PgLogLevel::NOTICE);
+    }
+}
+
+/// Takes our request out of the wait table once the wait is over. A hand-off that committed
+/// meanwhile wins over a deadline (the lease is ours, durably); one still in flight is waited
+/// for, as any transaction changing the key is.
+fn withdraw(hash: u64, granted: Option<i64>) -> Option<i64> {
+    loop {
+        match slots::withdraw() {
+            Ok(handed) => return granted.or_else(|| handed.map(slots::Handed::settle)),
+            Err(slots::InFlight) => {
+                keylock::lock_key(hash);
+                keylock::unlock_key(hash);
+            }
+        }
+    }
+}
+
+/// One attempt that never queues, for clients that wait elsewhere (on a `dlock_watch`): it
+/// waits only for a transaction that is changing the key to end, until `deadline`, and then
+/// grants or says what the key waits for: `Err(Some(t))` when the blocking lease expires in
+/// `t` µs by itself, `Err(Some(0))` when the key stayed locked by another transaction until the
+/// deadline, `Err(None)` when only a release or the holder's session ending frees it (watchers
+/// are notified then).
+pub fn try_once(
+    key: &str,
+    caller: &Caller,
+    ttl: Option<Micros>,
+    deadline: Option<Timestamp>,
+) -> Result<i64, Option<Micros>> {
+    let hash = key_hash(key);
+    if !keylock::lock_key_until(hash, deadline) {
+        return Err(Some(0));
+    }
+    match attempt::acquire(key, hash, caller, ttl, false) {
+        Ok(fence) => Ok(fence),
+        Err(Blocker::Expiry(expiry)) => Err(Some((expiry - now()).max(0))),
+        Err(Blocker::Session(_) | Blocker::Queue) => Err(None),
+    }
+}

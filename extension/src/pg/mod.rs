@@ -1,0 +1,16 @@
+//! PostgreSQL glue, the layer everything else stands on: the backend's facts and clock, SPI,
+//! settings, latches and signals, error reports, the caller's identity, changes kept per
+//! subtransaction, and every declaration pgrx does not bind (`ffi`) or that differs between
+//! PostgreSQL versions (`version`).
+
+pub mod backend;
+pub mod client;
+pub mod ffi;
+pub mod guc;
+pub mod latch;
+pub mod pending;
+pub mod report;
+pub mod role;
+pub mod signals;
+pub mod spi;
+pub mod version;

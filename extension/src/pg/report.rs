@@ -1,0 +1,115 @@
+//! Raising dlock's errors in PostgreSQL: each with its SQLSTATE, the message the contract gives
+//! it (`dlock_core::DlockError`'s `Display`), and a hint where one helps. Never a panic, never
+//! XX000 on user input.
+
+use crate::pg::guc;
+use dlock_core::{ArgError, DlockError};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+/// The SQLSTATE of an error.
+fn code(error: &DlockError) -> PgSqlErrorCode {
+    use PgSqlErrorCode::*;
+    match error {
+        DlockError::Arg(ArgError::Null(_)) => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        DlockError::Arg(_) => ERRCODE_INVALID_PARAMETER_VALUE,
+        DlockError::ForeignRole { .. } | DlockError::NotAdmin { .. } | DlockError::NotFencer => {
+            ERRCODE_INSUFFICIENT_PRIVILEGE
+        }
+        DlockError::SelfDeadlock => ERRCODE_T_R_DEADLOCK_DETECTED,
+        DlockError::NoPrepare { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
+        DlockError::NotPreloaded => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        DlockError::OnStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        DlockError::FastTableFull { .. } | DlockError::FastShare { .. } => {
+            ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
+        }
+    }
+}
+
+/// The message: the contract's, with the current value of the setting a limit comes from.
+fn message(error: &DlockError) -> String {
+    let setting = |name: &std::ffi::CStr| guc::show(name).unwrap_or_else(|| "unset".into());
+    match error {
+        DlockError::Arg(ArgError::AboveMax(_)) => format!("dlock: {error} ({})", setting(c"dlock.max_ttl")),
+        DlockError::Arg(ArgError::AboveFastMax(_)) => {
+            format!("dlock: {error} ({} s)", setting(c"dlock.fast_max_ttl"))
+        }
+        _ => format!("dlock: {error}"),
+    }
+}
+
+/// What the caller can do about it, where there is something to say.
+fn hint(error: &DlockError) -> Option<String> {
+    Some(match error {
+        DlockError::Arg(ArgError::Null("ttl")) => {
+            "A session-bound lease (acquired with ttl NULL) needs no renewal.".into()
+        }
+        DlockError::Arg(ArgError::TooLong { arg: "key", .. }) => {
+            "Hash long names on the client, e.g. with sha256.".into()
+        }
+        DlockError::Arg(ArgError::NotPositive(_)) => {
+            "Use ttl => NULL for a lease bound to this session.".into()
+        }
+        DlockError::Arg(ArgError::AboveMax(_)) => {
+            "Renew the lease before it runs out, or have a superuser raise dlock.max_ttl.".into()
+        }
+        DlockError::Arg(ArgError::AboveFastMax(_)) => {
+            "Renew the fast lease before it runs out; dlock.fast_max_ttl is set at server start.".into()
+        }
+        DlockError::Arg(ArgError::Negative(arg)) => {
+            format!("Use {arg} => '0' to try once, or {arg} => NULL to wait without limit.")
+        }
+        DlockError::Arg(_) => return None,
+        DlockError::NoPrepare { .. } => {
+            "Commit it instead; two-phase commit works for TTL acquires, renews and releases.".into()
+        }
+        DlockError::NotPreloaded => {
+            "Add dlock to shared_preload_libraries and restart, or use dlock_acquire.".into()
+        }
+        DlockError::OnStandby => "Fast leases live in the primary's memory; connect to the primary.".into(),
+        DlockError::FastTableFull { .. } => {
+            "Raise dlock.fast_max_leases (server start), or release leases sooner.".into()
+        }
+        DlockError::FastShare { share, .. } => {
+            format!("Release fast leases sooner, or have a superuser raise {}.", share.setting())
+        }
+        DlockError::ForeignRole { .. } => {
+            "A lease can be renewed or released only by the role that took it, \
+                                           or by a member of dlock_admin."
+                .into()
+        }
+        DlockError::NotFencer => {
+            "A true dlock_holds keeps the key from changing hands until the transaction \
+                                  ends, which would hold up the lease's role: only that role, members of \
+                                  dlock_fencer and of dlock_admin may do that."
+                .into()
+        }
+        DlockError::SelfDeadlock => {
+            "Another owner string of this session holds it; release it first, or give \
+                                     the wait a limit."
+                .into()
+        }
+        DlockError::NotAdmin { .. } => "Only superusers and members of role dlock_admin may call it.".into(),
+    })
+}
+
+/// Raises `error` in PostgreSQL on behalf of `function`; the current transaction aborts.
+pub fn raise(error: DlockError, function: &'static str) -> ! {
+    let mut report = ErrorReport::new(code(&error), message(&error), function);
+    if let Some(hint) = hint(&error) {
+        report = report.set_hint(hint);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ereport(ERROR) returned")
+}
+
+/// Unwraps a result or raises its error.
+pub trait OrRaise<T> {
+    fn or_raise(self, function: &'static str) -> T;
+}
+
+impl<T, E: Into<DlockError>> OrRaise<T> for Result<T, E> {
+    fn or_raise(self, function: &'static str) -> T {
+        self.unwrap_or_else(|e| raise(e.into(), function))
+    }
+}

@@ -1,0 +1,49 @@
+//! The lease table, `dlock_internal.lease`: the lock cycle's two hot statements go straight to
+//! the heap and index (`direct`) when the table is exactly as dlock made it, everything else
+//! (and those, whenever anything is unusual) through SQL (`statements`); plus which commits
+//! need a WAL flush (`durability`) and how the table stays small (`sweep`).
+
+mod direct;
+pub mod durability;
+pub mod relation;
+pub mod row;
+mod statements;
+pub mod sweep;
+
+use crate::pg::spi::Spi;
+use dlock_core::Timestamp;
+
+pub use row::NewLease;
+pub use statements::{
+    all, decrement, delete, grant, keys_of_owner, read, reenter, session_bound_keys, set_expiry, waiters,
+};
+
+/// Writes a new lease if its key has no row; the fence, or `None` when there is one. Directly
+/// on the table when it can, else by SQL.
+pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
+    direct::try_insert(new).unwrap_or_else(|direct::Fallback| statements::try_grant(spi, new))
+}
+
+/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
+/// Directly on the table when it can, else by SQL.
+pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> bool {
+    direct::delete_last_hold(key, owner, role, now)
+        .unwrap_or_else(|direct::Fallback| statements::release_last_hold(spi, key, owner, role, now))
+}
+
+/// Keys on a random heap page whose TTL ran out by `now`: directly on the table when it can,
+/// else by SQL (`n` picks the page).
+pub fn expired_on_random_page(spi: &Spi, n: u32, now: Timestamp) -> Vec<String> {
+    let pick = |pages: i64| (pages > 0).then(|| i64::from(n) % pages);
+    let keys = match direct::Pages::open() {
+        Ok(table) => {
+            let keys = pick(table.count()).map(|page| table.expired_on(page, now));
+            table.close();
+            keys
+        }
+        Err(direct::Fallback) => pick(statements::page_count(spi)).map(|page| {
+            crate::pg::guc::nested(|| statements::expired_on_page_without_seqscan(spi, page, now))
+        }),
+    };
+    keys.unwrap_or_default()
+}

@@ -1,0 +1,75 @@
+//! Keeps the lease table small. Released leases are deleted on release (and vacuumed as usual);
+//! what remains are leases that ran out and session-bound leases whose session ended without
+//! releasing. Grants reap those as they go, with no background worker and no index on expiry:
+//! one grant in eight reads one random heap page (about 70 rows) and deletes the dead leases on
+//! it. If a fraction `e` of the rows is dead, a grant removes about `9e` of them on average while
+//! adding at most one, so dead rows settle below about a ninth of the table, never grow without
+//! bound, and a backlog (a million leases that all ran out) drains at about nine per grant.
+//!
+//! Why not an index on `expires_at`: every acquire would pay for it, and a scan for "expired by
+//! now" walks the index entries of every released-but-not-yet-vacuumed row whose expiry passed,
+//! which under load grows faster than autovacuum clears it.
+
+use crate::locks::key as keylock;
+use crate::locks::liveness::classify;
+use crate::locks::session;
+use crate::pg::backend::now;
+use crate::pg::spi::Spi;
+use crate::store;
+use dlock_core::Timestamp;
+use dlock_core::key::key_hash;
+use dlock_core::lease::Current;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+
+/// One grant in this many (at random, so short-lived sessions do their share too) sweeps a page.
+const PAGE_SWEEP_ONE_IN: u32 = 8;
+/// One grant in this many looks at a batch of session-bound rows for dead sessions.
+const SESSION_SCAN_ONE_IN: u32 = 1024;
+const SESSION_SCAN_BATCH: i64 = 32;
+
+thread_local! {
+    /// Where the last scan of session-bound rows stopped (key order), so scans take turns.
+    static SESSION_CURSOR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Called after a grant, inside the same transaction.
+pub fn after_grant(spi: &Spi, now: Timestamp) {
+    // SAFETY: the backend's own PRNG state.
+    let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
+    if n % PAGE_SWEEP_ONE_IN == 0 {
+        for key in store::expired_on_random_page(spi, n / PAGE_SWEEP_ONE_IN, now) {
+            reap(spi, &key, now);
+        }
+    }
+    if n % SESSION_SCAN_ONE_IN == 0 {
+        let after = SESSION_CURSOR.with(|c| c.borrow().clone());
+        let batch = store::session_bound_keys(spi, &after, SESSION_SCAN_BATCH);
+        let next = if (batch.len() as i64) < SESSION_SCAN_BATCH {
+            String::new()
+        } else {
+            batch.last().map(|(k, _)| k.clone()).unwrap_or_default()
+        };
+        for (key, fence) in batch {
+            if !session::holder_alive(fence) {
+                reap(spi, &key, now);
+            }
+        }
+        SESSION_CURSOR.with(|c| *c.borrow_mut() = next);
+    }
+}
+
+/// Deletes the row of `key` if its lease is dead and nobody is working on the key right now.
+/// Keeps the key lock to commit after a delete, like any other change.
+fn reap(spi: &Spi, key: &str, since: Timestamp) {
+    let hash = key_hash(key);
+    if !keylock::try_lock_key(hash) {
+        return;
+    }
+    let row = store::read(spi, key);
+    let now = now().max(since);
+    match classify(row.as_ref(), now) {
+        Current::Dead => store::delete(spi, key),
+        _ => keylock::unlock_key(hash),
+    }
+}

@@ -1,0 +1,10 @@
+//! The mechanisms of server-side waiting: the FIFO queue of a key in the lock manager and its
+//! occupancy counts, the wait table in shared memory where a queue's head publishes its request
+//! (direct hand-off), and the wake-ups a freeing transaction sends at commit. The waiting
+//! algorithm itself is an operation (`ops/acquire.rs`).
+
+pub mod occupancy;
+pub mod queue;
+pub mod slot_table;
+pub mod slots;
+pub mod wakeups;

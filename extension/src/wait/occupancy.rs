@@ -1,0 +1,65 @@
+//! Sessions in queues (heads and those in line), counted per bucket of key hashes in shared
+//! memory. A count is raised before the queue lock is requested and lowered after it is let go
+//! (at `leave`, a subtransaction abort, or the end of the transaction), so a zero proves that
+//! no queue of the bucket's keys has anyone: whoever then looks for a head holds the key lock,
+//! which a head takes only after joining. Without preload nothing is counted and every lookup
+//! is made.
+
+use pgrx::pg_sys;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const BUCKETS: usize = 1024;
+
+static mut COUNTS: *const AtomicU32 = std::ptr::null();
+
+fn bucket(hash: u64) -> usize {
+    (hash % BUCKETS as u64) as usize
+}
+
+fn counts() -> Option<&'static [AtomicU32]> {
+    // SAFETY: set once by the postmaster before backends fork; the memory is shared memory
+    // sized for BUCKETS counters.
+    unsafe {
+        let base = *std::ptr::addr_of!(COUNTS);
+        (!base.is_null()).then(|| std::slice::from_raw_parts(base, BUCKETS))
+    }
+}
+
+/// Whether no session is in a queue of the bucket of `hash` (always false without preload).
+pub fn surely_empty(hash: u64) -> bool {
+    counts().is_some_and(|c| c[bucket(hash)].load(Ordering::SeqCst) == 0)
+}
+
+/// One more session in a queue of the bucket of `hash` (paired with `exit` by `MINE`).
+pub fn enter(hash: u64) {
+    if let Some(c) = counts() {
+        c[bucket(hash)].fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub fn exit(hash: u64) {
+    if let Some(c) = counts() {
+        c[bucket(hash)].fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Asks for the counters' memory (`shmem.rs`'s request hook).
+pub fn request() {
+    // SAFETY: the postmaster's shared memory request phase.
+    unsafe { pg_sys::RequestAddinShmemSpace(BUCKETS * std::mem::size_of::<AtomicU32>()) };
+}
+
+/// Sets the counters up, all zero (`shmem.rs`'s startup hook; after a crash restart too,
+/// when every session that counted is gone).
+pub fn startup() {
+    // SAFETY: runs in the postmaster before any backend; the struct is ours alone.
+    unsafe {
+        let size = BUCKETS * std::mem::size_of::<AtomicU32>();
+        let mut found = false;
+        let base = pg_sys::ShmemInitStruct(c"dlock queue counts".as_ptr(), size, &mut found);
+        if !found {
+            std::ptr::write_bytes(base as *mut u8, 0, size);
+        }
+        COUNTS = base as *const AtomicU32;
+    }
+}
