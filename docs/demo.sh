@@ -18,8 +18,9 @@ trap stop_cluster EXIT
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).
 # Preloaded, as production should run it: a release hands the key straight to its waiter.
 # dlock.fast_max_ttl is short here so that fast mode's lock-delay after start is over by step 7.
-eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
-  "shared_preload_libraries = 'dlock'" "dlock.fast_max_ttl = 5")"
+cluster_env=$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
+  "shared_preload_libraries = 'dlock'" "dlock.fast_max_ttl = 5")
+eval "$cluster_env"
 
 # One psql session reading SQL from stdin; errors stop it unless the caller says otherwise.
 sql() { psql -X -q -v ON_ERROR_STOP=1 -P footer=off -P null=NULL "$@"; }

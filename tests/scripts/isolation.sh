@@ -17,7 +17,8 @@ out="$BUILD/isolation"
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 bash "$cluster_sh" destroy "$cluster"
 trap stop_cluster EXIT
-eval "$(bash "$cluster_sh" start "$cluster")"
+cluster_env=$(bash "$cluster_sh" start "$cluster")
+eval "$cluster_env"
 
 specs=()
 for file in "$root"/extension/tests/isolation/specs/*.spec; do specs+=("$(basename "$file" .spec)"); done

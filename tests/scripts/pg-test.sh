@@ -19,4 +19,5 @@ fi
 # keep their code.
 rm -f "$("$PG_CONFIG" --pkglibdir)/dlock.so"
 cd extension
-cargo pgrx test pg15 "${runas[@]}"
+major=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+cargo pgrx test "pg$major" "${runas[@]}"

@@ -32,7 +32,8 @@ bash "$cluster_sh" destroy "$cluster"
 trap stop_cluster EXIT
 # The server must not inherit RUST_BACKTRACE: pgrx would append a Rust backtrace to the
 # DETAIL of errors that cross its FFI guard (a cancelled wait's 57014, for one).
-eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster")"
+cluster_env=$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster")
+eval "$cluster_env"
 
 rm -rf "$out"
 mkdir -p "$out" "$suite/expected"

@@ -73,8 +73,7 @@ pub fn release(tag: &pg_sys::LOCKTAG, mode: u32, session: bool) {
 
 /// Whether this backend holds `tag` in `mode`.
 pub fn held_by_me(tag: &pg_sys::LOCKTAG, mode: u32) -> bool {
-    // SAFETY: a lookup in this backend's lock table.
-    unsafe { pg_sys::LockHeldByMe(tag, mode as pg_sys::LOCKMODE) }
+    crate::pg::version::lock_held_by_me(tag, mode)
 }
 
 /// Whether some other session holds `tag` in a mode that conflicts with `probe` (which must

@@ -66,3 +66,68 @@ impl WaitEvent {
         })
     }
 }
+
+/// `LockHeldByMe`: 17 added `orstronger`; dlock asks for the exact mode.
+pub fn lock_held_by_me(tag: &pg_sys::LOCKTAG, mode: u32) -> bool {
+    // SAFETY: a lookup in this backend's lock table.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::LockHeldByMe(tag, mode as pg_sys::LOCKMODE);
+        #[cfg(not(feature = "pg15"))]
+        return pg_sys::LockHeldByMe(tag, mode as pg_sys::LOCKMODE, false);
+    }
+}
+
+/// `index_beginscan`: 18 added the scan's instrumentation (none here).
+///
+/// # Safety
+/// As `index_beginscan`'s: open relations and a registered snapshot.
+pub unsafe fn index_beginscan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: i32,
+) -> pg_sys::IndexScanDesc {
+    // SAFETY: as the caller promised.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::index_beginscan(heap, index, snapshot, nkeys, 0);
+        #[cfg(not(feature = "pg15"))]
+        return pg_sys::index_beginscan(heap, index, snapshot, std::ptr::null_mut(), nkeys, 0);
+    }
+}
+
+/// The proc number of a PGPROC: its index in the proc array (a field until 17, which made the
+/// index itself the number).
+pub fn proc_number(proc: &pg_sys::PGPROC) -> usize {
+    #[cfg(feature = "pg15")]
+    return proc.pgprocno as usize;
+    #[cfg(not(feature = "pg15"))]
+    // SAFETY: every PGPROC lives in the proc array.
+    return unsafe { (proc as *const pg_sys::PGPROC).offset_from((*pg_sys::ProcGlobal).allProcs) as usize };
+}
+
+/// This backend's proc number.
+pub fn my_proc_number() -> usize {
+    // SAFETY: MyProc is set for every backend that runs SQL.
+    proc_number(unsafe { &*pg_sys::MyProc })
+}
+
+/// The PGPROC running the virtual transaction `vxid`, if it still runs it (15 names backends by
+/// backend id, 17 and later by proc number).
+///
+/// # Safety
+/// Reads the shared proc array, which lives as long as the postmaster.
+pub unsafe fn proc_of(vxid: pg_sys::VirtualTransactionId) -> Option<&'static mut pg_sys::PGPROC> {
+    // SAFETY: as the caller promised.
+    unsafe {
+        let procs = std::slice::from_raw_parts_mut(
+            (*pg_sys::ProcGlobal).allProcs,
+            (*pg_sys::ProcGlobal).allProcCount as usize,
+        );
+        #[cfg(feature = "pg15")]
+        return procs.iter_mut().find(|p| p.backendId == vxid.backendId && p.lxid == vxid.localTransactionId);
+        #[cfg(not(feature = "pg15"))]
+        return procs.get_mut(vxid.procNumber as usize).filter(|p| p.vxid.lxid == vxid.localTransactionId);
+    }
+}

@@ -11,6 +11,7 @@
 //! counter increment, so this transaction's own earlier changes are seen too.
 
 use crate::pg::ffi::nextval_internal;
+use crate::pg::version;
 use crate::store::relation::{self, Relations};
 use crate::store::row::{
     self, ACQUIRED_AT, EXPIRES_AT, FENCE, HOLD_COUNT, HOLDER_PID, KEY, NewLease, OWNER, ROLE,
@@ -87,7 +88,7 @@ impl Table {
                 pg_sys::Oid::from(pg_sys::F_TEXTEQ),
                 key_datum,
             );
-            let scan = pg_sys::index_beginscan(self.rel, self.pkey, snapshot, 1, 0);
+            let scan = version::index_beginscan(self.rel, self.pkey, snapshot, 1);
             pg_sys::index_rescan(scan, &mut scankey, 1, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
             let found = pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);

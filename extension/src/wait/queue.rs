@@ -16,7 +16,7 @@
 use crate::locks::deadline;
 use crate::locks::tags::{self, Space, tag};
 use crate::pg::pending::Pending;
-use crate::pg::signals;
+use crate::pg::{signals, version};
 use crate::wait::{occupancy, slots};
 use dlock_core::Timestamp;
 use pgrx::pg_sys;
@@ -119,13 +119,8 @@ pub fn head(hash: u64) -> Option<&'static mut pg_sys::PGPROC> {
         if holders.is_null() || count == 0 {
             return None;
         }
-        let procs = std::slice::from_raw_parts_mut(
-            (*pg_sys::ProcGlobal).allProcs,
-            (*pg_sys::ProcGlobal).allProcCount as usize,
-        );
         // The queue lock is exclusive: one holder.
-        let vxid = *holders;
-        procs.iter_mut().find(|p| p.backendId == vxid.backendId && p.lxid == vxid.localTransactionId)
+        version::proc_of(*holders)
     }
 }
 

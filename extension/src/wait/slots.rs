@@ -16,6 +16,7 @@
 //! number per publication keeps a late commit from touching a slot that was published again.
 
 use crate::pg::pending::Pending;
+use crate::pg::version;
 use crate::wait::slot_table::{GRANTED, IDLE, KEY_MAX, OFFERED, OWNER_MAX, WAITING, with_table};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
@@ -23,8 +24,7 @@ use std::cell::{Cell, RefCell};
 pub use crate::wait::slot_table::{define_settings, enabled, request, startup};
 
 fn my_proc() -> usize {
-    // SAFETY: MyProc is set for every backend that runs SQL.
-    unsafe { (*pg_sys::MyProc).pgprocno as usize }
+    version::my_proc_number()
 }
 
 /// What a head asks for, as published in its slot.
@@ -240,5 +240,5 @@ fn settle_offers(offers: Vec<(Ticket, i64)>, commit: bool) {
 
 /// The proc number of a PGPROC, by which its slot is found.
 pub fn index_of(proc: &pg_sys::PGPROC) -> usize {
-    proc.pgprocno as usize
+    version::proc_number(proc)
 }

@@ -54,7 +54,7 @@ fn valid(arg: Arg, target: &Target) -> String {
 }
 
 /// Bad values of `arg`: (SQL, description, answer).
-fn bad_values(arg: Arg) -> Vec<(String, String, Expect)> {
+fn bad_values(arg: Arg, server_major: u32) -> Vec<(String, String, Expect)> {
     use SqlState as S;
     let text = |max: usize| {
         vec![
@@ -87,7 +87,14 @@ fn bad_values(arg: Arg) -> Vec<(String, String, Expect)> {
     };
     let interval = |v: &str, code: SqlState| (lit(v), v.to_string(), err(code));
     // Intervals dlock refuses (22023), and those the server refuses before dlock sees them
-    // (PostgreSQL 15 has no infinite intervals: 22007; overflow: 22008 or 22015).
+    // (overflow: 22008 or 22015; PostgreSQL 15 and 16 have no infinite intervals: 22007).
+    // From 17 on, an infinite ttl is above dlock.max_ttl and a -infinite one is not positive
+    // (22023); `wait => 'infinity'` is no bad argument there: it waits without limit.
+    let infinite = server_major >= 17;
+    let infinity = |sign: &str| {
+        let code = if infinite { S::INVALID_PARAMETER_VALUE } else { S::INVALID_DATETIME_FORMAT };
+        interval(&format!("{sign}infinity"), code)
+    };
     let ttl = || {
         vec![
             interval("0", S::INVALID_PARAMETER_VALUE),
@@ -103,8 +110,8 @@ fn bad_values(arg: Arg) -> Vec<(String, String, Expect)> {
             interval("178000000 years", S::INVALID_PARAMETER_VALUE),
             interval("300000000 years", S::DATETIME_FIELD_OVERFLOW),
             interval("10000000000 years", S::INTERVAL_FIELD_OVERFLOW),
-            interval("infinity", S::INVALID_DATETIME_FORMAT),
-            interval("-infinity", S::INVALID_DATETIME_FORMAT),
+            infinity(""),
+            infinity("-"),
             interval("soon", S::INVALID_DATETIME_FORMAT),
         ]
     };
@@ -117,15 +124,20 @@ fn bad_values(arg: Arg) -> Vec<(String, String, Expect)> {
             values.push(("NULL".into(), "NULL".into(), err(S::NULL_VALUE_NOT_ALLOWED)));
             values
         }
-        Arg::Wait | Arg::Settle => vec![
-            interval("-1 second", S::INVALID_PARAMETER_VALUE),
-            interval("-1 microsecond", S::INVALID_PARAMETER_VALUE),
-            interval("-1 mon 29 days", S::INVALID_PARAMETER_VALUE),
-            interval("-2147483648 mons -2147483648 days -2562047788 hours", S::INVALID_PARAMETER_VALUE),
-            interval("-300000000 years", S::DATETIME_FIELD_OVERFLOW),
-            interval("-infinity", S::INVALID_DATETIME_FORMAT),
-            interval("infinity", S::INVALID_DATETIME_FORMAT),
-        ],
+        Arg::Wait | Arg::Settle => {
+            let mut values = vec![
+                interval("-1 second", S::INVALID_PARAMETER_VALUE),
+                interval("-1 microsecond", S::INVALID_PARAMETER_VALUE),
+                interval("-1 mon 29 days", S::INVALID_PARAMETER_VALUE),
+                interval("-2147483648 mons -2147483648 days -2562047788 hours", S::INVALID_PARAMETER_VALUE),
+                interval("-300000000 years", S::DATETIME_FIELD_OVERFLOW),
+                infinity("-"),
+            ];
+            if !infinite {
+                values.push(infinity(""));
+            }
+            values
+        }
         Arg::Fence => vec![
             // The contract names key and owner; a NULL fence is refused the same way.
             ("NULL".into(), "NULL".into(), err(S::NULL_VALUE_NOT_ALLOWED)),
@@ -138,11 +150,11 @@ fn bad_values(arg: Arg) -> Vec<(String, String, Expect)> {
 }
 
 /// One entry per bad value of each argument of each function, the others valid for `target`.
-fn matrix(target: &Target) -> Vec<Entry> {
+fn matrix(target: &Target, server_major: u32) -> Vec<Entry> {
     let mut entries = Vec::new();
     for (function, args, caller) in FUNCTIONS {
         for (position, arg) in args.iter().enumerate() {
-            for (bad, label, expect) in bad_values(*arg) {
+            for (bad, label, expect) in bad_values(*arg, server_major) {
                 let values: Vec<String> = args
                     .iter()
                     .enumerate()
@@ -170,9 +182,10 @@ pub async fn run(test: &str) -> usize {
     let targets = victims(test, &callers.user, &holder).await;
     watches::assert_snapshots_see_watches(&callers, &targets[0].key).await;
 
+    let server_major = callers.server_major().await;
     let mut entries = Vec::new();
     for target in &targets {
-        entries.extend(matrix(target));
+        entries.extend(matrix(target, server_major));
         entries.extend(combinations::combinations(target));
         entries.extend(watches::combinations(target));
     }

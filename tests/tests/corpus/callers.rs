@@ -30,6 +30,12 @@ pub struct Callers {
 }
 
 impl Callers {
+    /// The server's major version (what it accepts as an interval depends on it).
+    pub async fn server_major(&self) -> u32 {
+        let num: String = self.superuser.query_one("SHOW server_version_num", &[]).await.unwrap().get(0);
+        num.parse::<u32>().expect("a number") / 10_000
+    }
+
     pub async fn connect(cluster: &Cluster) -> Callers {
         let superuser = cluster.connect().await;
         superuser
