@@ -64,6 +64,11 @@ pub enum DlockError {
     /// Fast mode without `shared_preload_libraries = 'dlock'` (55000).
     #[error("fast mode needs shared_preload_libraries = 'dlock'")]
     NotPreloaded,
+    /// Fast mode in a second dlock library of a process, which has no shared memory (55000).
+    #[error(
+        "fast mode is off in this backend: it runs a dlock library other than the one the server started with"
+    )]
+    SecondLibrary,
     /// Fast mode on a standby (25006).
     #[error("fast-mode leases cannot be taken on a standby")]
     OnStandby,

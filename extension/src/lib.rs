@@ -32,7 +32,11 @@ extension_sql_file!("sql/finalize.sql", name = "finalize", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    sql_api::settings::define();
+    // A second dlock library in this process must not define the settings again (PostgreSQL
+    // refuses) nor touch the first one's shared memory (`pg/loaded.rs`).
+    if !pg::loaded::detect_second_library() {
+        sql_api::settings::define();
+    }
     hooks::register();
     pg::signals::install();
 }

@@ -84,7 +84,7 @@ impl Quotas {
             info.keysize = std::mem::size_of::<u64>();
             info.entrysize = std::mem::size_of::<Count>();
             let hash = pg_sys::ShmemInitHash(
-                c"dlock fast shares".as_ptr(),
+                c"dlock v2 fast shares".as_ptr(),
                 slots(capacity),
                 slots(capacity),
                 &mut info,

@@ -15,7 +15,7 @@ use super::quota::{self, Quotas};
 use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
 
 const PARTITIONS: usize = 16;
-const TRANCHE: &CStr = c"dlock fast";
+const TRANCHE: &CStr = c"dlock v2 fast";
 use epoch::{COUNTER_BITS, COUNTER_MARGIN, COUNTER_MAX};
 static MAX_LEASES: GucSetting<i32> = GucSetting::<i32>::new(16384);
 static MAX_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
@@ -93,9 +93,11 @@ pub fn startup() {
     // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
     unsafe {
         let mut found = false;
-        let shared =
-            pg_sys::ShmemInitStruct(c"dlock fast state".as_ptr(), std::mem::size_of::<Shared>(), &mut found)
-                as *mut Shared;
+        let shared = pg_sys::ShmemInitStruct(
+            c"dlock v2 fast state".as_ptr(),
+            std::mem::size_of::<Shared>(),
+            &mut found,
+        ) as *mut Shared;
         if !found {
             std::ptr::addr_of_mut!((*shared).started_at).write(pg_sys::GetCurrentTimestamp());
             std::ptr::addr_of_mut!((*shared).fence).write(AtomicU64::new(0));
@@ -111,7 +113,7 @@ pub fn startup() {
         info.entrysize = std::mem::size_of::<Entry>();
         info.num_partitions = PARTITIONS as i64;
         let hash = pg_sys::ShmemInitHash(
-            c"dlock fast leases".as_ptr(),
+            c"dlock v2 fast leases".as_ptr(),
             capacity() as i64,
             capacity() as i64,
             &mut info,
@@ -159,6 +161,9 @@ pub(super) fn preloaded() -> Option<&'static Table> {
 
 /// The table for a fast-mode call: not without preload (55000), nor on a standby (25006).
 pub(super) fn table() -> Result<&'static Table, DlockError> {
+    if crate::pg::loaded::is_second_library() {
+        return Err(DlockError::SecondLibrary);
+    }
     let table = preloaded().ok_or(DlockError::NotPreloaded)?;
     // SAFETY: reads shared state.
     if unsafe { pg_sys::RecoveryInProgress() } {

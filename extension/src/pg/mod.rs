@@ -8,6 +8,7 @@ pub mod client;
 pub mod ffi;
 pub mod guc;
 pub mod latch;
+pub mod loaded;
 pub mod pending;
 pub mod report;
 pub mod role;

@@ -107,7 +107,13 @@ pub fn define() {
     }
 }
 
-/// The current `dlock.max_ttl` in microseconds.
+/// The current `dlock.max_ttl` in microseconds. A second dlock library in this process reads it
+/// by name: the first one defined the setting, and only its hooks see changes.
 pub fn max_ttl_us() -> i64 {
+    if crate::pg::loaded::is_second_library() {
+        return crate::pg::guc::show(c"dlock.max_ttl")
+            .and_then(|text| parse_interval(&CString::new(text).ok()?))
+            .map_or(DEFAULT_US, |us| us.clamp(1, i64::MAX as i128) as i64);
+    }
     MAX_TTL_US.load(Ordering::Relaxed)
 }

@@ -56,7 +56,7 @@ pub fn startup() {
     unsafe {
         let size = BUCKETS * std::mem::size_of::<AtomicU32>();
         let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock queue counts".as_ptr(), size, &mut found);
+        let base = pg_sys::ShmemInitStruct(c"dlock v2 queue counts".as_ptr(), size, &mut found);
         if !found {
             std::ptr::write_bytes(base as *mut u8, 0, size);
         }

@@ -7,7 +7,7 @@ use std::ffi::CStr;
 
 pub(super) const KEY_MAX: usize = 1024;
 pub(super) const OWNER_MAX: usize = 256;
-const TRANCHE: &CStr = c"dlock";
+const TRANCHE: &CStr = c"dlock v2 wait table";
 /// No slot (in `by_proc`).
 const NONE: i32 = -1;
 
@@ -92,7 +92,7 @@ pub fn startup() {
         let (procs, len) = (proc_count(), slot_count());
         let (by_proc, free, slots, size) = layout(procs, len);
         let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock wait table".as_ptr(), size, &mut found) as *mut u8;
+        let base = pg_sys::ShmemInitStruct(c"dlock v2 wait table".as_ptr(), size, &mut found) as *mut u8;
         let table = Table {
             lock: &mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock as *mut pg_sys::LWLock,
             header: base as *mut Header,

@@ -1,0 +1,49 @@
+-- dlock 0.1.0 -> 0.2.0 (ALTER EXTENSION dlock UPDATE). One transaction: if any statement fails,
+-- nothing of it stays. Live leases, their fences and the settings are untouched: the lease
+-- table and the fence sequence keep their rows and position.
+\echo Use "ALTER EXTENSION dlock UPDATE TO '0.2.0'" to load this file. \quit
+
+-- Identity: the functions run as their caller, so that dlock acts for the role PostgreSQL's own
+-- privilege checks use (SET ROLE, a SECURITY DEFINER caller's owner, a table's owner during
+-- ANALYZE or REFRESH); they switch to the extension's owner only for their own statements.
+ALTER FUNCTION @extschema@.dlock_acquire(text, text, interval, interval) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_try_acquire(text, text, interval, interval) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_renew(text, text, interval) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_release(text, text) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_release_all(text) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_holds(text, bigint) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_force_release(text) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_watch(text) SECURITY INVOKER;
+ALTER FUNCTION @extschema@.dlock_unwatch(text) SECURITY INVOKER;
+ALTER FUNCTION dlock_internal.locks() SECURITY INVOKER;
+
+-- Roles a DBA trusts to check other roles' fences with dlock_holds (which pins the key until
+-- their transaction ends). Cluster-wide, like dlock_admin.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dlock_fencer') THEN
+        CREATE ROLE dlock_fencer NOLOGIN;
+    END IF;
+END
+$$;
+
+-- The database's owner (not only a superuser) may dump and restore the fence position.
+GRANT USAGE ON SCHEMA dlock_internal TO pg_database_owner;
+GRANT SELECT, UPDATE ON SEQUENCE dlock_internal.fence_seq TO pg_database_owner;
+
+-- No comment on the extension itself: a database owner who does not own the extension could
+-- not restore one from a dump.
+COMMENT ON EXTENSION dlock IS NULL;
+
+-- Fast-mode fences: 0.1.0 drew their epochs from this database's fence sequence; 0.2.0 draws
+-- them from the WAL position, from 2^42 on, which is above every epoch 0.1.0 drew only while
+-- the sequence stayed below 2^42. (Last, so that a refusal here undoes the whole update.)
+DO $$
+BEGIN
+    IF (SELECT last_value FROM dlock_internal.fence_seq) >= 4398046511104 THEN
+        RAISE EXCEPTION 'dlock: the fence sequence of this database passed 2^42; 0.2.0''s fast-mode fences could be lower than 0.1.0''s'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Do not use fast mode''s fences of before and after the update together, or keep 0.1.0.';
+    END IF;
+END
+$$;
