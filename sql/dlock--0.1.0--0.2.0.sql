@@ -35,6 +35,14 @@ GRANT SELECT, UPDATE ON SEQUENCE dlock_internal.fence_seq TO pg_database_owner;
 -- not restore one from a dump.
 COMMENT ON EXTENSION dlock IS NULL;
 
+-- DROP EXTENSION dlock ends the waits under way instead of waiting for them to run out.
+CREATE FUNCTION dlock_internal.end_waits_before_drop() RETURNS event_trigger
+    LANGUAGE c SET search_path = pg_catalog, dlock_internal, pg_temp
+    AS 'MODULE_PATHNAME', 'dlock_end_waits_before_drop';
+CREATE EVENT TRIGGER dlock_end_waits_before_drop ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION dlock_internal.end_waits_before_drop();
+
 -- Fast-mode fences: 0.1.0 drew their epochs from this database's fence sequence; 0.2.0 draws
 -- them from the WAL position, from 2^42 on, which is above every epoch 0.1.0 drew only while
 -- the sequence stayed below 2^42. (Last, so that a refusal here undoes the whole update.)

@@ -64,6 +64,9 @@ pub enum DlockError {
     /// Fast mode without `shared_preload_libraries = 'dlock'` (55000).
     #[error("fast mode needs shared_preload_libraries = 'dlock'")]
     NotPreloaded,
+    /// `DROP EXTENSION dlock` ended this wait (55000).
+    #[error("the extension is being dropped: DROP EXTENSION dlock ended this wait")]
+    Dropping,
     /// Fast mode in a second dlock library of a process, which has no shared memory (55000).
     #[error(
         "fast mode is off in this backend: it runs a dlock library other than the one the server started with"

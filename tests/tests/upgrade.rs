@@ -67,6 +67,10 @@ UNION ALL
 SELECT 'comment ' || d.classoid::regclass::text || ' ' || d.description
   FROM members m JOIN pg_description d ON d.classoid = m.classid AND d.objoid = m.objid
 UNION ALL
+SELECT 'event trigger ' || evtname || ' on ' || evtevent || ' tags=' || coalesce(array_to_string(evttags, ','), '')
+       || ' function=' || evtfoid::regprocedure::text || ' enabled=' || evtenabled::text
+  FROM members m JOIN pg_event_trigger e ON m.classid = 'pg_event_trigger'::regclass AND e.oid = m.objid
+UNION ALL
 SELECT 'role ' || rolname || ' login=' || rolcanlogin FROM pg_roles WHERE rolname IN ('dlock_admin', 'dlock_fencer')
 ORDER BY 1
 "#;

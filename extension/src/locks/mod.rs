@@ -5,6 +5,7 @@
 
 pub mod binding;
 pub mod deadline;
+pub mod dropping;
 pub mod key;
 pub mod liveness;
 pub mod session;

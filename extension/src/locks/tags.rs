@@ -22,6 +22,9 @@ pub enum Space {
     /// Per key hash, session-scoped, share: sessions that want a NOTIFY when the key may have
     /// become free (`watch.rs`).
     Watch = 0x6b04,
+    /// One per database, transaction-scoped, exclusive: held by a `DROP EXTENSION dlock` under
+    /// way, which ends every wait (`dropping.rs`).
+    Dropping = 0x6b05,
 }
 
 /// The lock tag of `id` (a key hash or a fence) in `space`, in this database.

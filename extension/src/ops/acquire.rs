@@ -12,7 +12,7 @@
 //! two. Cancel, `statement_timeout`, postmaster death and the client hanging up end a wait at
 //! once; the transaction abort takes the waiter out of the queue.
 
-use crate::locks::{binding, key as keylock, session};
+use crate::locks::{binding, dropping, key as keylock, session};
 use crate::ops::attempt;
 use crate::pg::backend::now;
 use crate::pg::latch::{ensure_client_connected, sleep_until};
@@ -49,6 +49,9 @@ pub fn acquire(
         return Ok(None);
     }
     suggest_preload_once();
+    if dropping::under_way() {
+        return Err(DlockError::Dropping);
+    }
     if !queue::join(hash, deadline) {
         return Ok(None);
     }
@@ -82,6 +85,10 @@ fn head_loop(
     published: bool,
 ) -> Result<Option<i64>, DlockError> {
     loop {
+        // A DROP EXTENSION dlock under way woke us: end the wait, letting our locks go.
+        if dropping::under_way() {
+            return Err(DlockError::Dropping);
+        }
         // Never hand a lease to a client that hung up while it waited: it would sit unused
         // until its TTL ran out.
         ensure_client_connected();

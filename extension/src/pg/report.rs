@@ -18,7 +18,9 @@ fn code(error: &DlockError) -> PgSqlErrorCode {
         }
         DlockError::SelfDeadlock => ERRCODE_T_R_DEADLOCK_DETECTED,
         DlockError::NoPrepare { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
-        DlockError::NotPreloaded | DlockError::SecondLibrary => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        DlockError::NotPreloaded | DlockError::SecondLibrary | DlockError::Dropping => {
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+        }
         DlockError::OnStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
         DlockError::FastTableFull { .. } | DlockError::FastShare { .. } => {
             ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
@@ -67,6 +69,7 @@ fn hint(error: &DlockError) -> Option<String> {
             "Add dlock to shared_preload_libraries and restart, or use dlock_acquire.".into()
         }
         DlockError::OnStandby => "Fast leases live in the primary's memory; connect to the primary.".into(),
+        DlockError::Dropping => "Take the lock again once the extension is created again.".into(),
         DlockError::SecondLibrary => {
             "Restart the server, so that every backend runs the installed dlock library \
                                       with its shared memory."

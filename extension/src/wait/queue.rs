@@ -139,3 +139,33 @@ pub fn poke_head(hash: u64) {
         signals::poke(proc.pid);
     }
 }
+
+/// Wakes every dlock waiter in this database (a `DROP EXTENSION dlock` is under way): the heads
+/// of all queues, and those waiting in the lock manager for a session-bound holder's binding
+/// (poked). Those in line behind a head follow it as it leaves.
+pub fn wake_every_waiter() {
+    let database = crate::pg::backend::database().to_u32();
+    // SAFETY: a snapshot of the lock table, palloc'd in the current memory context; PGPROCs live
+    // in shared memory for the postmaster's life.
+    unsafe {
+        let data = pg_sys::GetLockStatusData();
+        let locks = std::slice::from_raw_parts((*data).locks, (*data).nelements as usize);
+        for lock in locks {
+            let t = &lock.locktag;
+            if t.locktag_type != pg_sys::LockTagType::LOCKTAG_ADVISORY as u8 || t.locktag_field1 != database {
+                continue;
+            }
+            let head = t.locktag_field4 == Space::Queue as u16 && lock.holdMask != 0;
+            let bound_waiter =
+                t.locktag_field4 == Space::Binding as u16 && lock.waitLockMode != pg_sys::NoLock as i32;
+            if head {
+                let proc = pg_sys::BackendPidGetProc(lock.pid);
+                if !proc.is_null() {
+                    pg_sys::SetLatch(&mut (*proc).procLatch);
+                }
+            } else if bound_waiter {
+                signals::poke(lock.pid);
+            }
+        }
+    }
+}
