@@ -18,7 +18,7 @@ BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
 export PG_CONFIG PG_BIN PGRX_VERSION BUILD PG18_HOME
 
-.PHONY: all setup build install cli demo test test-unit test-pg test-regress test-isolation test-integration \
+.PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration \
         bench bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
@@ -52,6 +52,15 @@ install: setup
 	 rm -f "$$lib.previous"
 	@install -m 644 sql/dlock--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
 
+# A Debian package for PostgreSQL 15 and a tarball for 18, in $(BUILD)/packages/.
+package: setup
+	@bash extension/packaging/package.sh
+
+# Installs the Debian package on this machine (no Rust toolchain on PATH), uses it, removes it,
+# installs the PostgreSQL 18 tarball, and puts `make install`'s files back.
+test-package: package
+	@bash tests/scripts/package-test.sh
+
 demo: install
 	@bash docs/demo.sh
 
@@ -60,6 +69,7 @@ demo: install
 test: test-unit test-pg test-regress test-isolation test-integration test-chaos
 ifeq ($(PG),15)
 	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-regress test-isolation test-integration
+	@$(MAKE) --no-print-directory test-package
 endif
 	@echo "make test: all suites passed"
 
