@@ -43,6 +43,66 @@ CREATE EVENT TRIGGER dlock_end_waits_before_drop ON ddl_command_start
     WHEN TAG IN ('DROP EXTENSION')
     EXECUTE FUNCTION dlock_internal.end_waits_before_drop();
 
+-- Contract version 2: a row per holder (shared leases, semaphores, elections), lock-delay.
+-- Existing rows are exclusive leases without a lock-delay, which the defaults say.
+ALTER TABLE dlock_internal.lease
+    ADD COLUMN kind "char" NOT NULL DEFAULT 'x' CHECK (kind IN ('x', 's', 'e')),
+    ADD COLUMN max_holders integer CHECK (max_holders > 0),
+    ADD COLUMN lock_delay interval NOT NULL DEFAULT '0',
+    ADD COLUMN info text,
+    ALTER COLUMN key SET NOT NULL,
+    DROP CONSTRAINT lease_pkey,
+    ADD CONSTRAINT lease_pkey PRIMARY KEY (key, owner);
+
+CREATE FUNCTION @extschema@.dlock_acquire(
+    "key" text, "owner" text, "ttl" interval, "wait" interval, "lock_delay" interval
+) RETURNS bigint VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_acquire_with_lock_delay_wrapper';
+
+CREATE FUNCTION @extschema@.dlock_acquire_shared(
+    "key" text, "owner" text, "ttl" interval, "wait" interval DEFAULT '0 seconds',
+    "max_holders" integer DEFAULT NULL, "lock_delay" interval DEFAULT '0 seconds'
+) RETURNS bigint VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_acquire_shared_wrapper';
+
+CREATE FUNCTION @extschema@.dlock_acquire_all(
+    "keys" text[], "owner" text, "ttl" interval, "wait" interval DEFAULT '0 seconds',
+    "lock_delay" interval DEFAULT '0 seconds'
+) RETURNS bigint[] VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_acquire_all_wrapper';
+
+CREATE FUNCTION @extschema@.dlock_campaign(
+    "election" text, "candidate" text, "ttl" interval, "info" text DEFAULT NULL,
+    "wait" interval DEFAULT NULL, "lock_delay" interval DEFAULT '0 seconds'
+) RETURNS bigint VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_campaign_wrapper';
+
+CREATE FUNCTION @extschema@.dlock_leader("election" text)
+RETURNS TABLE ("info" text, "term" bigint, "since" timestamptz, "expires_at" timestamptz)
+    VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_leader_wrapper';
+
+-- dlock_locks: a row per holder, with its mode, permits and lock-delay (new columns last, so
+-- that queries written for 0.1.0 see what they saw).
+CREATE FUNCTION dlock_internal.lock_rows()
+RETURNS TABLE (
+    "key" text, "owner" text, "fence" bigint, "hold_count" integer, "acquired_at" timestamptz,
+    "expires_at" timestamptz, "holder_pid" integer, "holder_role" oid, "waiters" integer,
+    "mode" text, "max_holders" integer, "lock_delay" interval
+) STRICT VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'lock_rows_wrapper';
+CREATE OR REPLACE VIEW @extschema@.dlock_locks AS
+SELECT key, owner, fence, hold_count, acquired_at, expires_at, holder_pid,
+       pg_catalog.pg_get_userbyid(holder_role) AS holder_role, waiters, mode, max_holders, lock_delay
+FROM dlock_internal.lock_rows();
+DROP FUNCTION dlock_internal.locks();
+
 -- Fast-mode fences: 0.1.0 drew their epochs from this database's fence sequence; 0.2.0 draws
 -- them from the WAL position, from 2^42 on, which is above every epoch 0.1.0 drew only while
 -- the sequence stayed below 2^42. (Last, so that a refusal here undoes the whole update.)

@@ -27,6 +27,24 @@ pub enum ArgError {
     /// A negative duration.
     #[error("{0} must not be negative")]
     Negative(&'static str),
+    /// A semaphore of zero or fewer permits.
+    #[error("max_holders must be at least 1, not {0}")]
+    NoPermits(i32),
+    /// An array with no element.
+    #[error("{0} must not be empty")]
+    EmptyArray(&'static str),
+    /// An array with more elements than allowed.
+    #[error("{arg} has {len} elements, the limit is {max}")]
+    TooMany { arg: &'static str, len: usize, max: usize },
+    /// An array element given twice.
+    #[error("{arg} lists {value:?} twice")]
+    Duplicate { arg: &'static str, value: String },
+    /// A NULL element of an array.
+    #[error("{0} must not contain NULL")]
+    NullElement(&'static str),
+    /// An array of more than one dimension.
+    #[error("{arg} must be a one-dimensional array, not {ndim}-dimensional")]
+    Dimensions { arg: &'static str, ndim: i32 },
 }
 
 /// Why a new fast lease is refused although the table has room: its role or its database holds
@@ -51,6 +69,14 @@ pub enum DlockError {
     /// A function for `dlock_admin` members called by someone else (42501).
     #[error("permission denied for {function}")]
     NotAdmin { function: &'static str },
+    /// The owner holds the key in the other mode: no silent upgrade or downgrade (0A000).
+    #[error(
+        "{owner:?} holds {held} on this key and cannot take {wanted} on it too (no upgrade or downgrade)"
+    )]
+    ModeConflict { owner: String, held: &'static str, wanted: &'static str },
+    /// A semaphore's holders hold it with another number of permits (22023).
+    #[error("the key's holders hold it with max_holders {held}, not {asked}")]
+    SizeMismatch { held: String, asked: String },
     /// `dlock_holds` on another role's live lease by a role not trusted to fence (42501).
     #[error("permission denied to check the fence of a lease taken by another role")]
     NotFencer,

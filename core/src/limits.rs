@@ -9,3 +9,7 @@ pub const MAX_OWNER_BYTES: usize = 256;
 pub const MAX_FAST_KEY_BYTES: usize = 256;
 /// Longest fast-mode owner string.
 pub const MAX_FAST_OWNER_BYTES: usize = 128;
+/// Most keys of one `dlock_acquire_all`.
+pub const MAX_KEYS_PER_CALL: usize = 64;
+/// Longest election `info`.
+pub const MAX_INFO_BYTES: usize = 1024;

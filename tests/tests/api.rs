@@ -19,6 +19,32 @@ async fn api_has_the_contract_signatures() {
         ("dlock_release_all(text)", "integer", "owner text"),
         ("dlock_holds(text,bigint)", "boolean", "key text, fence bigint"),
         ("dlock_force_release(text)", "boolean", "key text"),
+        // Contract version 2.
+        (
+            "dlock_acquire(text,text,interval,interval,interval)",
+            "bigint",
+            "key text, owner text, ttl interval, wait interval, lock_delay interval",
+        ),
+        (
+            "dlock_acquire_shared(text,text,interval,interval,integer,interval)",
+            "bigint",
+            "key text, owner text, ttl interval, wait interval, max_holders integer, lock_delay interval",
+        ),
+        (
+            "dlock_acquire_all(text[],text,interval,interval,interval)",
+            "bigint[]",
+            "keys text[], owner text, ttl interval, wait interval, lock_delay interval",
+        ),
+        (
+            "dlock_campaign(text,text,interval,text,interval,interval)",
+            "bigint",
+            "election text, candidate text, ttl interval, info text, wait interval, lock_delay interval",
+        ),
+        (
+            "dlock_leader(text)",
+            "TABLE(info text, term bigint, since timestamp with time zone, expires_at timestamp with time zone)",
+            "election text",
+        ),
     ];
     for (signature, result, arguments) in functions {
         let row = s
@@ -64,6 +90,9 @@ async fn api_has_the_contract_signatures() {
         ("holder_pid", "integer"),
         ("holder_role", "name"),
         ("waiters", "integer"),
+        ("mode", "text"),
+        ("max_holders", "integer"),
+        ("lock_delay", "interval"),
     ];
     let expected: Vec<(String, String)> =
         expected.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect();

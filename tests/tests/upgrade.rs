@@ -29,7 +29,7 @@ SELECT 'relation ' || c.oid::regclass::text || ' kind=' || c.relkind::text || ' 
        || ' owner-is-superuser=' || (SELECT rolsuper FROM pg_roles WHERE oid = c.relowner)
   FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
 UNION ALL
-SELECT 'column ' || a.attrelid::regclass::text || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+SELECT 'column ' || a.attrelid::regclass::text || ' #' || a.attnum || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
        || ' notnull=' || a.attnotnull || ' collation=' || coalesce((SELECT collname FROM pg_collation WHERE oid = a.attcollation), '')
   FROM members m JOIN pg_attribute a ON m.classid = 'pg_class'::regclass AND a.attrelid = m.objid
  WHERE a.attnum > 0 AND NOT a.attisdropped
@@ -37,7 +37,7 @@ UNION ALL
 SELECT 'index ' || pg_get_indexdef(i.indexrelid)
   FROM members m JOIN pg_index i ON m.classid = 'pg_class'::regclass AND i.indrelid = m.objid
 UNION ALL
-SELECT 'constraint ' || conrelid::regclass::text || ' ' || pg_get_constraintdef(co.oid)
+SELECT 'constraint ' || conrelid::regclass::text || ' ' || co.conname || ' ' || pg_get_constraintdef(co.oid)
   FROM members m JOIN pg_constraint co ON m.classid = 'pg_class'::regclass AND co.conrelid = m.objid
 UNION ALL
 SELECT 'view ' || c.oid::regclass::text || ' ' || pg_get_viewdef(c.oid)

@@ -14,12 +14,13 @@
 
 use crate::locks::{binding, dropping, key as keylock, session};
 use crate::ops::attempt;
+use crate::ops::attempt::NotGranted;
 use crate::pg::backend::now;
 use crate::pg::latch::{ensure_client_connected, sleep_until};
 use crate::pg::signals;
 use crate::pg::version::WaitEvent;
 use crate::wait::{queue, slots};
-use dlock_core::lease::{Blocker, Caller};
+use dlock_core::lease::{Blocker, Caller, Kind, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
 use pgrx::pg_sys;
 
@@ -29,11 +30,13 @@ use pgrx::pg_sys;
 /// the slice ending is the backstop.
 const SLICE_MARGIN_US: i64 = 100_000;
 
-/// Acquires `key`, waiting up to `wait` (`None`: without limit). `Ok(None)` when not granted.
+/// Acquires `key` as `request` asks, waiting up to `wait` (`None`: without limit). `Ok(None)`
+/// when not granted in time.
 pub fn acquire(
     key: &str,
     caller: &Caller,
-    ttl: Option<Micros>,
+    request: &Request,
+    info: Option<&str>,
     wait: Option<Micros>,
 ) -> Result<Option<i64>, DlockError> {
     let hash = key_hash(key);
@@ -42,8 +45,12 @@ pub fn acquire(
     // A try never blocks on a key another transaction is changing; a wait first waits for that
     // transaction, so that the holder's own reentry is recognised and never queues.
     let keyed = if try_only { keylock::try_lock_key(hash) } else { keylock::lock_key_until(hash, deadline) };
-    if keyed && let Ok(fence) = attempt::acquire(key, hash, caller, ttl, false) {
-        return Ok(Some(fence));
+    if keyed {
+        match attempt::acquire(key, hash, caller, request, info, false) {
+            Ok(fence) => return Ok(Some(fence)),
+            Err(NotGranted::Refused(error)) => return Err(error),
+            Err(NotGranted::Busy(_)) => {}
+        }
     }
     if try_only || !keyed {
         return Ok(None);
@@ -59,9 +66,12 @@ pub fn acquire(
     // key can grant it to us in their own transaction (`ops::handoff::hand_over`) — only at the
     // top level of an autocommit statement: inside a transaction block or a subtransaction, our
     // grant must be ours to roll back, so we write it ourselves.
-    let published =
-        ttl.is_some_and(|ttl| at_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl));
-    let granted = head_loop(key, hash, caller, ttl, deadline, published);
+    // (An election's info stays out of the table's fixed-size slots: leaders grant themselves.)
+    let published = request.kind != Kind::Leader
+        && request.ttl.is_some_and(|ttl| {
+            at_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl, request)
+        });
+    let granted = head_loop(key, hash, caller, request, info, deadline, published);
     let granted = match granted {
         Ok(granted) if published => Ok(withdraw(hash, granted)),
         other => other,
@@ -80,7 +90,8 @@ fn head_loop(
     key: &str,
     hash: u64,
     caller: &Caller,
-    ttl: Option<Micros>,
+    request: &Request,
+    info: Option<&str>,
     deadline: Option<Timestamp>,
     published: bool,
 ) -> Result<Option<i64>, DlockError> {
@@ -102,9 +113,10 @@ fn head_loop(
             keylock::unlock_key(hash);
             return Ok(Some(handed.settle()));
         }
-        let blocker = match attempt::acquire(key, hash, caller, ttl, true) {
+        let blocker = match attempt::acquire(key, hash, caller, request, info, true) {
             Ok(fence) => return Ok(Some(fence)),
-            Err(blocker) => blocker,
+            Err(NotGranted::Refused(error)) => return Err(error),
+            Err(NotGranted::Busy(blocker)) => blocker,
         };
         let now = now();
         if deadline.is_some_and(|d| now >= d) {
@@ -192,9 +204,10 @@ pub fn try_once(
     if !keylock::lock_key_until(hash, deadline) {
         return Err(Some(0));
     }
-    match attempt::acquire(key, hash, caller, ttl, false) {
+    match attempt::acquire(key, hash, caller, &Request::exclusive(ttl), None, false) {
         Ok(fence) => Ok(fence),
-        Err(Blocker::Expiry(expiry)) => Err(Some((expiry - now()).max(0))),
-        Err(Blocker::Session(_) | Blocker::Queue) => Err(None),
+        Err(NotGranted::Busy(Blocker::Expiry(expiry))) => Err(Some((expiry - now()).max(0))),
+        // An exclusive request meets no mode or size refusal.
+        Err(NotGranted::Busy(Blocker::Session(_) | Blocker::Queue) | NotGranted::Refused(_)) => Err(None),
     }
 }

@@ -1,30 +1,39 @@
-//! One acquire attempt, holding the key's lock: read the row, let the contract's rules decide
-//! (`dlock_core::lease`), write. A key lock is given back at once when nothing changed, so only
-//! a transaction that *changed* a key keeps it busy for others until it ends.
+//! One acquire attempt, holding the key's lock: read the key's leases, let the contract's rules
+//! decide (`dlock_core::lease`), write. A key lock is given back at once when nothing changed,
+//! so only a transaction that *changed* a key keeps it busy for others until it ends.
 
 use crate::locks::key as keylock;
-use crate::locks::liveness::classify;
+use crate::locks::liveness;
 use crate::ops::bind_to_session;
 use crate::pg::backend::{my_pid, now};
 use crate::pg::spi;
 use crate::store::{self, sweep};
-use crate::wait::queue;
-use dlock_core::lease::{self, Acquire, Blocker, Caller};
+use crate::wait::{queue, wakeups};
+use dlock_core::lease::{self, Acquire, Blocker, Caller, Kind, Request};
 use dlock_core::time::expiry;
-use dlock_core::{Micros, Timestamp};
+use dlock_core::{DlockError, Timestamp};
 
-/// One acquire attempt while holding the key lock: `Ok(fence)` when granted, otherwise what
-/// the key waits for, with the key lock given back.
-/// `waiting`: the caller already waits for this key (it is one of the queue, so others waiting
-/// do not stop it). A newcomer first tries the one-statement grant when nobody waits (the key
-/// is usually free then); waiters re-trying a busy key read first.
+/// Why an attempt was not granted.
+#[derive(Debug)]
+pub enum NotGranted {
+    /// Others hold the key (or queue for it): what to wait for. The key lock was given back.
+    Busy(Blocker),
+    /// The request cannot be granted as asked, now or later.
+    Refused(DlockError),
+}
+
+/// One acquire attempt while holding the key lock: `Ok(fence)` when granted. `waiting`: the
+/// caller already waits for this key (it is one of the queue, so others waiting do not stop it).
+/// A newcomer first tries the one-statement grant when nobody waits (the key is usually free
+/// then); waiters re-trying a busy key read first. `info`: an election leader's.
 pub fn acquire(
     key: &str,
     hash: u64,
     caller: &Caller,
-    ttl: Option<Micros>,
+    request: &Request,
+    info: Option<&str>,
     waiting: bool,
-) -> Result<i64, Blocker> {
+) -> Result<i64, NotGranted> {
     spi::connect(|spi| {
         let now = now();
         let new = store::NewLease {
@@ -32,45 +41,93 @@ pub fn acquire(
             owner: caller.owner,
             role: caller.role,
             acquired_at: now,
-            expires_at: expiry(now, ttl),
+            expires_at: expiry(now, request.ttl),
             holder_pid: my_pid(),
+            kind: request.kind,
+            max_holders: request.max_holders,
+            lock_delay: request.lock_delay,
+            info,
         };
         let queue_ahead = !waiting && queue::is_occupied(hash);
         if !waiting
             && !queue_ahead
             && let Some(fence) = store::try_grant(spi, &new)
         {
-            granted(spi, fence, hash, ttl, now);
+            granted(spi, fence, hash, request, now);
             return Ok(fence);
         }
-        let row = store::read(spi, key);
-        match lease::acquire(classify(row.as_ref(), now), caller, ttl, now, queue_ahead) {
+        let rows = store::read(spi, key);
+        let state = liveness::state(&rows, now);
+        let outcome = lease::acquire(&state, caller, request, now, queue_ahead);
+        match outcome {
             Acquire::Grant { .. } => {
+                clear_over(spi, key, &rows, &state, caller);
                 let fence = store::grant(spi, &new);
-                granted(spi, fence, hash, ttl, now);
+                granted(spi, fence, hash, request, now);
                 Ok(fence)
             }
             Acquire::Reenter { fence, expires_at, bind_session } => {
-                let holder = row.as_ref().map_or(my_pid(), |l| l.holder_pid);
-                store::reenter(spi, key, expires_at, if bind_session { my_pid() } else { holder });
+                let holder = state.of_owner(caller.owner).map_or(my_pid(), |l| l.holder_pid);
+                store::reenter(
+                    spi,
+                    key,
+                    caller.owner,
+                    expires_at,
+                    if bind_session { my_pid() } else { holder },
+                );
                 if bind_session {
                     bind_to_session(fence, hash);
                 }
                 Ok(fence)
             }
-            Acquire::Busy(blocker) => {
+            refused => {
                 keylock::unlock_key(hash);
-                Err(blocker)
+                Err(match refused {
+                    Acquire::Busy(blocker) => NotGranted::Busy(blocker),
+                    Acquire::ModeConflict { held } => NotGranted::Refused(DlockError::ModeConflict {
+                        owner: caller.owner.to_string(),
+                        held: held.describe(),
+                        wanted: request.kind.describe(),
+                    }),
+                    Acquire::SizeMismatch { held } => NotGranted::Refused(DlockError::SizeMismatch {
+                        held: permits(held),
+                        asked: permits(request.max_holders),
+                    }),
+                    Acquire::Grant { .. } | Acquire::Reenter { .. } => unreachable!("handled above"),
+                })
             }
         }
     })
 }
 
-/// After a new lease was written: bind it to the session if it is session-bound, and do our
-/// share of keeping the table small.
-fn granted(spi: &spi::Spi, fence: i64, hash: u64, ttl: Option<Micros>, now: Timestamp) {
-    if ttl.is_none() {
+/// Before a grant: deletes the key's rows of other owners that are over (expired, their
+/// lock-delay run out, or bound to a session that ended), so a key keeps no more rows than
+/// holders and the one-statement grant finds it free next time. (The caller's own row is
+/// replaced by the grant.)
+pub fn clear_over(
+    spi: &spi::Spi,
+    key: &str,
+    rows: &[lease::Lease],
+    state: &lease::KeyState,
+    caller: &Caller,
+) {
+    for over in rows.iter().filter(|l| l.owner != caller.owner && !state.counts(l)) {
+        store::delete(spi, key, &over.owner);
+    }
+}
+
+fn permits(max_holders: Option<i32>) -> String {
+    max_holders.map_or_else(|| "NULL".to_string(), |n| n.to_string())
+}
+
+/// After a new lease was written: bind it to the session if it is session-bound, tell an
+/// election's watchers of its new leader, and do our share of keeping the table small.
+fn granted(spi: &spi::Spi, fence: i64, hash: u64, request: &Request, now: Timestamp) {
+    if request.ttl.is_none() {
         bind_to_session(fence, hash);
+    }
+    if request.kind == Kind::Leader {
+        wakeups::notify_at_commit(hash);
     }
     sweep::after_grant(spi, now);
 }

@@ -8,24 +8,27 @@ use crate::store;
 use dlock_core::lease::Lease;
 use dlock_core::{DlockError, key::key_hash};
 
-/// `dlock_holds`: whether a live lease on `key` carries `fence`. When it does, the key stays
+/// The live lease of `key` that carries `fence`, if any.
+fn carrier(key: &str, fence: i64) -> Option<Lease> {
+    let now = now();
+    spi::connect(|spi| store::read(spi, key)).into_iter().find(|l| l.fence == fence && is_live(l, now))
+}
+
+/// `dlock_holds`: whether a live lease on `key` carries `fence`. When one does, the key stays
 /// share-locked until the caller's transaction ends, so it cannot change hands before a fenced
-/// write in the same transaction commits. That pin would delay the holder's renew and release
+/// write in the same transaction commits. That pin would delay the holders' renews and releases
 /// and the key's expiry, so it is only for the lease's own role and for roles trusted to fence
 /// (`role::may_fence_others`): anyone else asking about another role's live lease gets 42501,
 /// and pins nothing.
 pub fn holds(key: &str, fence: i64, caller: u32) -> Result<bool, DlockError> {
     let hash = key_hash(key);
-    let carries = |lease: &Lease| lease.fence == fence && is_live(lease, now());
-    // A first look, without a lock: a lease that does not carry the fence needs no pin.
-    let Some(lease) = spi::connect(|spi| store::read(spi, key)).filter(carries) else {
-        return Ok(false);
-    };
+    // A first look, without a lock: a fence no live lease carries needs no pin.
+    let Some(lease) = carrier(key, fence) else { return Ok(false) };
     if lease.role != caller && !role::may_fence_others(caller) {
         return Err(DlockError::NotFencer);
     }
     keylock::share_key(hash);
-    let held = spi::connect(|spi| store::read(spi, key).is_some_and(|l| carries(&l)));
+    let held = carrier(key, fence).is_some();
     if !held {
         keylock::unshare_key(hash);
     }

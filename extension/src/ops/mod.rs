@@ -4,7 +4,9 @@
 //! waiting, the lease table) and never reach up to the SQL surface.
 
 pub mod acquire;
+pub mod all;
 pub mod attempt;
+pub mod election;
 pub mod fence;
 pub mod handoff;
 pub mod release;
@@ -22,7 +24,7 @@ fn standing(owner: &str, role: u32) -> Caller<'_> {
 }
 
 /// Binds a just-granted lease to this session, which then frees it on its way out.
-fn bind_to_session(fence: i64, hash: u64) {
+pub(crate) fn bind_to_session(fence: i64, hash: u64) {
     session::bind(fence, hash);
     exit::free_bound_leases_on_exit();
 }

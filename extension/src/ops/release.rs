@@ -1,16 +1,17 @@
 //! Giving leases back: `dlock_release` (one hold), `dlock_release_all` (every lease of an
-//! owner) and `dlock_force_release` (administrators). A freed key is handed to the head of its
-//! queue (at commit, or directly in this transaction when preloaded: `ops/handoff.rs`).
+//! owner) and `dlock_force_release` (administrators: every holder of a key). A freed key is
+//! handed to the head of its queue (at commit, or directly in this transaction when preloaded:
+//! `ops/handoff.rs`).
 
 use crate::locks::key as keylock;
-use crate::locks::liveness::{classify, is_live};
+use crate::locks::liveness;
 use crate::locks::session;
 use crate::ops::{handoff, standing};
 use crate::pg::backend::now;
 use crate::pg::{role, spi};
 use crate::store::{self, durability};
 use crate::wait::wakeups;
-use dlock_core::lease::{self, Current, Release};
+use dlock_core::lease::{self, Kind, Lease, Release};
 use dlock_core::{DlockError, key::key_hash};
 
 /// `dlock_release`: whether the caller held the lease (one hold given back).
@@ -20,25 +21,27 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
     spi::connect(|spi| {
         let now = now();
         let eligible = durability::release_eligible();
-        if store::release_last_hold(spi, key, owner, role, now) {
-            wakeups::wake_at_commit(hash);
+        if let Some(kind) = store::release_last_hold(spi, key, owner, role, now) {
+            freed(hash, kind);
             durability::released_if(eligible);
-            handoff::hand_over(spi, key, hash);
+            handoff::hand_over(spi, key, hash, kind.is_shared());
             return Ok(true);
         }
         // Off the common path: admin standing (catalog lookups) only matters from here on.
         let caller = standing(owner, role);
-        let row = store::read(spi, key);
-        match lease::release(classify(row.as_ref(), now), &caller) {
+        let rows = store::read(spi, key);
+        let state = liveness::state(&rows, now);
+        match lease::release(&state, &caller) {
             Release::Decrement => {
-                store::decrement(spi, key);
+                store::decrement(spi, key, owner);
                 durability::released_if(eligible);
                 Ok(true)
             }
             Release::Free => {
-                free(spi, key, row.as_ref().map(|l| l.fence));
+                let lease = state.of_owner(owner).expect("a holder has a lease");
+                free(spi, key, lease);
                 durability::released_if(eligible);
-                handoff::hand_over(spi, key, hash);
+                handoff::hand_over(spi, key, hash, lease.kind.is_shared());
                 Ok(true)
             }
             Release::NotHeld => {
@@ -56,33 +59,32 @@ pub fn release_all(owner: &str, role: u32) -> i32 {
     let role_filter = (!caller.admin).then_some(caller.role);
     spi::connect(|spi| {
         let eligible = durability::release_eligible();
-        let mut freed = Vec::new();
+        let mut released = Vec::new();
         // Key order: two release_all calls lock their keys in the same order.
         for key in store::keys_of_owner(spi, owner, role_filter) {
             let hash = key_hash(&key);
             keylock::lock_key(hash);
-            let now = now();
-            match store::read(spi, &key) {
-                Some(l)
-                    if l.owner == owner && role_filter.is_none_or(|r| r == l.role) && is_live(&l, now) =>
-                {
-                    free(spi, &key, Some(l.fence));
-                    freed.push(key);
+            let rows = store::read(spi, &key);
+            let state = liveness::state(&rows, now());
+            match state.of_owner(owner).filter(|l| role_filter.is_none_or(|r| r == l.role)) {
+                Some(lease) => {
+                    free(spi, &key, lease);
+                    released.push((key, lease.kind));
                 }
-                _ => keylock::unlock_key(hash),
+                None => keylock::unlock_key(hash),
             }
         }
-        if !freed.is_empty() {
+        if !released.is_empty() {
             durability::released_if(eligible);
         }
-        for key in &freed {
-            handoff::hand_over(spi, key, key_hash(key));
+        for (key, kind) in &released {
+            handoff::hand_over(spi, key, key_hash(key), kind.is_shared());
         }
-        freed.len() as i32
+        released.len() as i32
     })
 }
 
-/// `dlock_force_release`: frees the key whoever holds it; admins only.
+/// `dlock_force_release`: frees the key whoever holds it (every holder); admins only.
 pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
     if !role::is_admin(role) {
         return Err(DlockError::NotAdmin { function: "dlock_force_release" });
@@ -90,39 +92,49 @@ pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
     let hash = key_hash(key);
     keylock::lock_key(hash);
     spi::connect(|spi| {
-        let now = now();
-        let row = store::read(spi, key);
-        match classify(row.as_ref(), now) {
-            Current::Live(l) => {
-                pgrx::log!(
-                    "dlock: key {key:?} force-released by {} (owner {:?}, fence {}, role {})",
-                    role::name(role),
-                    l.owner,
-                    l.fence,
-                    role::name(l.role)
-                );
-                let eligible = durability::release_eligible();
-                free(spi, key, Some(l.fence));
-                wakeups::poke_at_commit(hash);
-                durability::released_if(eligible);
-                handoff::hand_over(spi, key, hash);
-                Ok(true)
-            }
-            _ => {
-                keylock::unlock_key(hash);
-                Ok(false)
-            }
+        let rows = store::read(spi, key);
+        let state = liveness::state(&rows, now());
+        if state.live.is_empty() {
+            keylock::unlock_key(hash);
+            return Ok(false);
         }
+        let eligible = durability::release_eligible();
+        for lease in &state.live {
+            pgrx::log!(
+                "dlock: key {key:?} force-released by {} (owner {:?}, fence {}, role {}, {})",
+                role::name(role),
+                lease.owner,
+                lease.fence,
+                role::name(lease.role),
+                lease.kind.mode()
+            );
+            free(spi, key, lease);
+        }
+        // The head may wait on the old holder's binding, which stays in place: poke it.
+        wakeups::poke_at_commit(hash);
+        durability::released_if(eligible);
+        handoff::hand_over(spi, key, hash, true);
+        Ok(true)
     })
 }
 
-/// Deletes the row of a released key, unbinds it from this session at commit if bound here,
-/// and hands the key to the head of its queue at commit.
-fn free(spi: &spi::Spi, key: &str, fence: Option<i64>) {
-    let hash = key_hash(key);
-    store::delete(spi, key);
-    if let Some(fence) = fence.filter(|f| session::is_bound_here(*f)) {
-        session::unbind_at_commit(fence, hash);
-    }
+/// The open transaction freed a lease of `kind` on the key: wake the head of its queue at
+/// commit; if other shared holders may remain, the head may be waiting on one of their bindings,
+/// so poke it too.
+fn freed(hash: u64, kind: Kind) {
     wakeups::wake_at_commit(hash);
+    if kind.is_shared() {
+        wakeups::poke_at_commit(hash);
+    }
+}
+
+/// Deletes `lease`'s row of `key`, unbinds it from this session at commit if bound here, and
+/// wakes the head of the key's queue at commit.
+fn free(spi: &spi::Spi, key: &str, lease: &Lease) {
+    let hash = key_hash(key);
+    store::delete(spi, key, &lease.owner);
+    if session::is_bound_here(lease.fence) {
+        session::unbind_at_commit(lease.fence, hash);
+    }
+    freed(hash, lease.kind);
 }

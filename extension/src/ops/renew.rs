@@ -1,7 +1,7 @@
 //! `dlock_renew`: the holder of a live lease moves its expiry.
 
 use crate::locks::key as keylock;
-use crate::locks::liveness::classify;
+use crate::locks::liveness;
 use crate::ops::standing;
 use crate::pg::backend::now;
 use crate::pg::spi;
@@ -17,12 +17,13 @@ pub fn renew(key: &str, owner: &str, role: u32, ttl: Micros) -> Result<Option<Ti
     keylock::lock_key(hash);
     spi::connect(|spi| {
         let now = now();
-        let row = store::read(spi, key);
-        match lease::renew(classify(row.as_ref(), now), &caller, ttl, now) {
+        let rows = store::read(spi, key);
+        let state = liveness::state(&rows, now);
+        match lease::renew(&state, &caller, ttl, now) {
             Renew::Extend(expires_at) => {
-                store::set_expiry(spi, key, expires_at);
+                store::set_expiry(spi, key, owner, expires_at);
                 // A shorter lease: the head of the queue sleeps until the old expiry; wake it.
-                if row.as_ref().is_some_and(|l| expires_at < l.expires_at) {
+                if state.of_owner(owner).is_some_and(|l| expires_at < l.expires_at) {
                     wakeups::wake_at_commit(hash);
                 }
                 Ok(Some(expires_at))

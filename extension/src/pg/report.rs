@@ -11,8 +11,9 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 fn code(error: &DlockError) -> PgSqlErrorCode {
     use PgSqlErrorCode::*;
     match error {
-        DlockError::Arg(ArgError::Null(_)) => ERRCODE_NULL_VALUE_NOT_ALLOWED,
-        DlockError::Arg(_) => ERRCODE_INVALID_PARAMETER_VALUE,
+        DlockError::Arg(ArgError::Null(_) | ArgError::NullElement(_)) => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        DlockError::Arg(_) | DlockError::SizeMismatch { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+        DlockError::ModeConflict { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
         DlockError::ForeignRole { .. } | DlockError::NotAdmin { .. } | DlockError::NotFencer => {
             ERRCODE_INSUFFICIENT_PRIVILEGE
         }
@@ -33,6 +34,7 @@ fn message(error: &DlockError) -> String {
     let setting = |name: &std::ffi::CStr| guc::show(name).unwrap_or_else(|| "unset".into());
     match error {
         DlockError::Arg(ArgError::AboveMax(_)) => format!("dlock: {error} ({})", setting(c"dlock.max_ttl")),
+        DlockError::ModeConflict { .. } => format!("dlock: owner {error}"),
         DlockError::Arg(ArgError::AboveFastMax(_)) => {
             format!("dlock: {error} ({} s)", setting(c"dlock.fast_max_ttl"))
         }
@@ -58,10 +60,29 @@ fn hint(error: &DlockError) -> Option<String> {
         DlockError::Arg(ArgError::AboveFastMax(_)) => {
             "Renew the fast lease before it runs out; dlock.fast_max_ttl is set at server start.".into()
         }
+        DlockError::Arg(ArgError::Negative("lock_delay")) => {
+            "lock_delay => '0' (the default) frees the key as soon as the lease expires.".into()
+        }
+        DlockError::Arg(ArgError::NoPermits(_)) => {
+            "max_holders => NULL takes the key shared without a limit.".into()
+        }
         DlockError::Arg(ArgError::Negative(arg)) => {
             format!("Use {arg} => '0' to try once, or {arg} => NULL to wait without limit.")
         }
+        DlockError::Arg(ArgError::TooMany { arg: "keys", .. }) => {
+            "Take the keys in several calls, or lock a key that stands for the group.".into()
+        }
         DlockError::Arg(_) => return None,
+        DlockError::ModeConflict { .. } => {
+            "A read-write lock is never upgraded or downgraded in place: release the \
+                                            lease, then take the key in the other mode."
+                .into()
+        }
+        DlockError::SizeMismatch { .. } => {
+            "Every participant of a semaphore passes the same max_holders; it is fixed \
+                                            by the holders while any hold the key."
+                .into()
+        }
         DlockError::NoPrepare { .. } => {
             "Commit it instead; two-phase commit works for TTL acquires, renews and releases.".into()
         }

@@ -10,15 +10,22 @@ CREATE SEQUENCE dlock_internal.fence_seq AS bigint MINVALUE 1 NO CYCLE;
 -- again); the leases themselves are not dumped: they belong to the running cluster.
 SELECT pg_catalog.pg_extension_config_dump('dlock_internal.fence_seq', '');
 
+-- One row per holder of a key: one exclusive lease (or an election's leader), or any number
+-- of shared ones.
 CREATE TABLE dlock_internal.lease (
-    key         text COLLATE "C" PRIMARY KEY,           -- byte-exact: look-alikes stay distinct
+    key         text COLLATE "C" NOT NULL,              -- byte-exact: look-alikes stay distinct
     owner       text COLLATE "C" NOT NULL,
     role        oid NOT NULL,                           -- the role that took the lease
     fence       bigint NOT NULL,
     hold_count  integer NOT NULL CHECK (hold_count > 0),
     acquired_at timestamptz NOT NULL,
     expires_at  timestamptz NOT NULL,                   -- 'infinity': bound to a session
-    holder_pid  integer NOT NULL
+    holder_pid  integer NOT NULL,
+    kind        "char" NOT NULL DEFAULT 'x' CHECK (kind IN ('x', 's', 'e')),  -- exclusive, shared, leader
+    max_holders integer CHECK (max_holders > 0),        -- a semaphore's permits (shared leases)
+    lock_delay  interval NOT NULL DEFAULT '0',          -- the key stays held back this long after expiry
+    info        text,                                   -- an election leader's info
+    CONSTRAINT lease_pkey PRIMARY KEY (key, owner)
 ) WITH (fillfactor = 80);
 CREATE INDEX lease_session_bound ON dlock_internal.lease (key) WHERE expires_at = 'infinity';
 REVOKE ALL ON dlock_internal.lease, dlock_internal.fence_seq FROM PUBLIC;

@@ -1,9 +1,10 @@
--- Every live lease, and how many sessions wait on its key. Owners of other roles' leases are
--- NULL unless the viewer is a superuser or dlock_admin member.
+-- Every live lease (one row per holder: a key held shared has several), its mode, and how many
+-- sessions wait on its key. Owners of other roles' leases are NULL unless the viewer is a
+-- superuser or dlock_admin member.
 CREATE VIEW dlock_locks AS
 SELECT key, owner, fence, hold_count, acquired_at, expires_at, holder_pid,
-       pg_catalog.pg_get_userbyid(holder_role) AS holder_role, waiters
-FROM dlock_internal.locks();
+       pg_catalog.pg_get_userbyid(holder_role) AS holder_role, waiters, mode, max_holders, lock_delay
+FROM dlock_internal.lock_rows();
 GRANT SELECT ON dlock_locks TO PUBLIC;
 
 

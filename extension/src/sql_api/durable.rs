@@ -10,7 +10,7 @@ use crate::pg::role;
 use crate::sql_api::convert::{micros, timestamptz};
 use crate::sql_api::settings;
 use dlock_core::args;
-use dlock_core::lease::Caller;
+use dlock_core::lease::{Caller, Request};
 use pgrx::prelude::*;
 
 /// Takes the lease `key` for `owner`: returns its fence token, or NULL when another owner holds
@@ -30,7 +30,32 @@ fn dlock_acquire(
     let ttl = args::ttl(micros(ttl), settings::max_ttl_us()).or_raise(F);
     let wait = args::wait(micros(wait)).or_raise(F);
     let caller = Caller { role: role::caller(fcinfo), owner, admin: false };
-    ops::acquire::acquire(key, &caller, ttl, wait).or_raise(F)
+    ops::acquire::acquire(key, &caller, &Request::exclusive(ttl), None, wait).or_raise(F)
+}
+
+/// `dlock_acquire` with a lock-delay: should the lease end by expiring (not by release), the key
+/// stays held back for `lock_delay` after its expiry, so that a paused holder's writes in flight
+/// drain before the next holder starts. An overload without defaults (pass `wait` too), so that
+/// every call of the four-argument `dlock_acquire` keeps resolving to it.
+#[pg_extern(name = "dlock_acquire", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
+fn dlock_acquire_with_lock_delay(
+    key: Option<&str>,
+    owner: Option<&str>,
+    ttl: Option<Interval>,
+    wait: Option<Interval>,
+    lock_delay: Option<Interval>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<i64> {
+    const F: &str = "dlock_acquire";
+    let key = args::key(key).or_raise(F);
+    let owner = args::owner(owner).or_raise(F);
+    let ttl = args::ttl(micros(ttl), settings::max_ttl_us()).or_raise(F);
+    let wait = args::wait(micros(wait)).or_raise(F);
+    let lock_delay = args::lock_delay(micros(lock_delay), settings::max_ttl_us()).or_raise(F);
+    let caller = Caller { role: role::caller(fcinfo), owner, admin: false };
+    let request = Request { lock_delay, ..Request::exclusive(ttl) };
+    ops::acquire::acquire(key, &caller, &request, None, wait).or_raise(F)
 }
 
 /// One acquire attempt for callers that wait on a `dlock_watch` rather than in `dlock_acquire`:

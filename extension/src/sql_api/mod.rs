@@ -5,5 +5,6 @@
 mod convert;
 mod durable;
 mod fast;
+mod primitives;
 pub mod settings;
 mod views;

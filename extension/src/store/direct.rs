@@ -14,9 +14,13 @@ use crate::pg::ffi::nextval_internal;
 use crate::pg::version;
 use crate::store::relation::{self, Relations};
 use crate::store::row::{
-    self, ACQUIRED_AT, EXPIRES_AT, FENCE, HOLD_COUNT, HOLDER_PID, KEY, NewLease, OWNER, ROLE,
+    self, ACQUIRED_AT, EXPIRES_AT, FENCE, HOLD_COUNT, HOLDER_PID, INFO, KEY, KIND, LOCK_DELAY, MAX_HOLDERS,
+    NewLease, OWNER, ROLE,
 };
+use crate::store::statements::{interval_datum, micros};
+use dlock_core::lease::Kind;
 use dlock_core::{INFINITY, Timestamp};
+use pgrx::datum::Interval;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::{FromDatum, IntoDatum};
 
@@ -35,7 +39,7 @@ struct Table {
 
 /// The lease table's relations, if the direct path may write them.
 fn relations() -> Result<Relations, Fallback> {
-    relation::relations().filter(|r| r.exact_shape).ok_or(Fallback)
+    relation::relations().filter(|r| r.shape == relation::Shape::Exact).ok_or(Fallback)
 }
 
 impl Table {
@@ -71,25 +75,35 @@ impl Table {
         }
     }
 
-    /// Runs `f` on the visible row of `key`, if any (its slot, with every column read).
-    fn with_row<R>(&self, key: &str, f: impl FnOnce(Option<*mut pg_sys::TupleTableSlot>) -> R) -> R {
+    /// Runs `f` on the first visible row of `key` (of `owner`'s, if given), if any (its slot,
+    /// with every column read).
+    fn with_row<R>(
+        &self,
+        key: &str,
+        owner: Option<&str>,
+        f: impl FnOnce(Option<*mut pg_sys::TupleTableSlot>) -> R,
+    ) -> R {
         // SAFETY: an index scan on the primary key with a registered snapshot, as the executor
         // does; the slot and scan are released before returning (an error releases them with
         // the transaction's resources).
         unsafe {
             pg_sys::CommandCounterIncrement();
             let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            let mut scankey: pg_sys::ScanKeyData = std::mem::zeroed();
-            let key_datum = key.into_datum().expect("text datum");
-            pg_sys::ScanKeyInit(
-                &mut scankey,
-                1,
-                pg_sys::BTEqualStrategyNumber as u16,
-                pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-                key_datum,
-            );
-            let scan = version::index_beginscan(self.rel, self.pkey, snapshot, 1);
-            pg_sys::index_rescan(scan, &mut scankey, 1, std::ptr::null_mut(), 0);
+            // The primary key is (key, owner): equality on the key, and on the owner if given.
+            let mut scankeys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
+            let values = [Some(key), owner];
+            let n = values.iter().flatten().count();
+            for (i, value) in values.iter().flatten().enumerate() {
+                pg_sys::ScanKeyInit(
+                    &mut scankeys[i],
+                    (i + 1) as pg_sys::AttrNumber,
+                    pg_sys::BTEqualStrategyNumber as u16,
+                    pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                    value.into_datum().expect("text datum"),
+                );
+            }
+            let scan = version::index_beginscan(self.rel, self.pkey, snapshot, n as i32);
+            pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), n as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
             let found = pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
             if found {
@@ -161,9 +175,9 @@ impl Pages {
         })
     }
 
-    /// Keys of the visible rows on heap page `page` whose TTL ran out by `now`: a TID range scan
-    /// of that one page, as the SQL statement's plan does.
-    pub fn expired_on(&self, page: i64, now: Timestamp) -> Vec<String> {
+    /// (key, owner) of the visible rows on heap page `page` whose TTL and lock-delay ran out by
+    /// `now`: a TID range scan of that one page, as the SQL statement's plan does.
+    pub fn expired_on(&self, page: i64, now: Timestamp) -> Vec<(String, String)> {
         let Ok(page) = u32::try_from(page) else { return Vec::new() };
         let am = self.am;
         // Present: every access method has scan_begin/scan_end, `open` checked the other two.
@@ -186,10 +200,12 @@ impl Pages {
             let mut expired = Vec::new();
             while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
                 pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                if column::<i64>(slot, EXPIRES_AT).is_some_and(|e| e <= now)
-                    && let Some(key) = column::<String>(slot, KEY)
+                let delay = column::<Interval>(slot, LOCK_DELAY).map_or(0, micros);
+                if column::<i64>(slot, EXPIRES_AT).is_some_and(|e| e.saturating_add(delay) <= now)
+                    && let (Some(key), Some(owner)) =
+                        (column::<String>(slot, KEY), column::<String>(slot, OWNER))
                 {
-                    expired.push(key);
+                    expired.push((key, owner));
                 }
             }
             pg_sys::ExecDropSingleTupleTableSlot(slot);
@@ -208,7 +224,7 @@ impl Pages {
 /// Inserts a new lease if the key has no row; its fence, or `None` when there is a row.
 pub fn try_insert(new: &NewLease) -> Result<Option<i64>, Fallback> {
     let table = Table::open()?;
-    let taken = table.with_row(new.key, |row| row.is_some());
+    let taken = table.with_row(new.key, None, |row| row.is_some());
     if taken {
         table.close();
         return Ok(None);
@@ -218,36 +234,47 @@ pub fn try_insert(new: &NewLease) -> Result<Option<i64>, Fallback> {
     let fence = unsafe {
         let fence = nextval_internal(table.sequence, false);
         let key = new.key.into_datum().expect("text datum");
+        let owner = new.owner.into_datum().expect("text datum");
         let mut values = [Datum::from(0); COLUMNS];
+        let mut nulls = [false; COLUMNS];
         values[KEY] = key;
-        values[OWNER] = new.owner.into_datum().expect("text datum");
+        values[OWNER] = owner;
         values[ROLE] = Oid::from(new.role).into_datum().expect("oid datum");
         values[FENCE] = fence.into_datum().expect("int8 datum");
         values[HOLD_COUNT] = 1i32.into_datum().expect("int4 datum");
         values[ACQUIRED_AT] = Datum::from(new.acquired_at);
         values[EXPIRES_AT] = Datum::from(new.expires_at);
         values[HOLDER_PID] = new.holder_pid.into_datum().expect("int4 datum");
-        let mut nulls = [false; COLUMNS];
+        values[KIND] = (new.kind.code() as i8).into_datum().expect("char datum");
+        match new.max_holders {
+            Some(n) => values[MAX_HOLDERS] = n.into_datum().expect("int4 datum"),
+            None => nulls[MAX_HOLDERS] = true,
+        }
+        values[LOCK_DELAY] = interval_datum(new.lock_delay);
+        match new.info {
+            Some(info) => values[INFO] = info.into_datum().expect("text datum"),
+            None => nulls[INFO] = true,
+        }
         let tuple = pg_sys::heap_form_tuple((*table.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
         pg_sys::simple_heap_insert(table.rel, tuple);
-        let mut index_values = [key];
-        let mut index_nulls = [false];
-        let mut insert = |index: pg_sys::Relation, unique: pg_sys::IndexUniqueCheck::Type| {
-            pg_sys::index_insert(
-                index,
-                index_values.as_mut_ptr(),
-                index_nulls.as_mut_ptr(),
-                &mut (*tuple).t_self,
-                table.rel,
-                unique,
-                false,
-                pg_sys::BuildIndexInfo(index),
-            );
-        };
-        insert(table.pkey, pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES);
+        let insert =
+            |index: pg_sys::Relation, values: &mut [Datum], unique: pg_sys::IndexUniqueCheck::Type| {
+                let mut nulls = [false; 2];
+                pg_sys::index_insert(
+                    index,
+                    values.as_mut_ptr(),
+                    nulls.as_mut_ptr(),
+                    &mut (*tuple).t_self,
+                    table.rel,
+                    unique,
+                    false,
+                    pg_sys::BuildIndexInfo(index),
+                );
+            };
+        insert(table.pkey, &mut [key, owner], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES);
         // The partial index holds session-bound rows only (`WHERE expires_at = 'infinity'`).
         if new.expires_at == INFINITY {
-            insert(table.session_bound, pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO);
+            insert(table.session_bound, &mut [key], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO);
         }
         pg_sys::CommandCounterIncrement();
         fence
@@ -256,25 +283,28 @@ pub fn try_insert(new: &NewLease) -> Result<Option<i64>, Fallback> {
     Ok(Some(fence))
 }
 
-/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
-pub fn delete_last_hold(key: &str, owner: &str, role: u32, now: Timestamp) -> Result<bool, Fallback> {
+/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
+/// lease it deleted.
+pub fn delete_last_hold(key: &str, owner: &str, role: u32, now: Timestamp) -> Result<Option<Kind>, Fallback> {
     let table = Table::open()?;
-    let deleted = table.with_row(key, |row| {
-        let Some(slot) = row else { return false };
+    let deleted = table.with_row(key, Some(owner), |row| {
+        let slot = row?;
         let expires_at: Option<i64> = column(slot, EXPIRES_AT);
         let ours = column::<String>(slot, OWNER).as_deref() == Some(owner)
             && column::<Oid>(slot, ROLE) == Some(Oid::from(role))
             && column::<i32>(slot, HOLD_COUNT) == Some(1)
             && expires_at.is_some_and(|e| e > now && e < INFINITY)
             && column::<String>(slot, KEY).as_deref() == Some(key);
-        if ours {
-            // SAFETY: the row we just read; nobody else writes it (we hold its key lock).
-            unsafe {
-                pg_sys::simple_heap_delete(table.rel, &mut (*slot).tts_tid);
-                pg_sys::CommandCounterIncrement();
-            }
+        let kind = column::<i8>(slot, KIND).and_then(|code| Kind::from_code(code as u8))?;
+        if !ours {
+            return None;
         }
-        ours
+        // SAFETY: the row we just read; nobody else writes it (we hold its key lock).
+        unsafe {
+            pg_sys::simple_heap_delete(table.rel, &mut (*slot).tts_tid);
+            pg_sys::CommandCounterIncrement();
+        }
+        Some(kind)
     });
     table.close();
     Ok(deleted)

@@ -12,6 +12,7 @@ pub mod sweep;
 
 use crate::pg::spi::Spi;
 use dlock_core::Timestamp;
+use dlock_core::lease::Kind;
 
 pub use row::NewLease;
 pub use statements::{
@@ -24,16 +25,16 @@ pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
     direct::try_insert(new).unwrap_or_else(|direct::Fallback| statements::try_grant(spi, new))
 }
 
-/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; whether it did.
-/// Directly on the table when it can, else by SQL.
-pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> bool {
+/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
+/// lease it deleted. Directly on the table when it can, else by SQL.
+pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> Option<Kind> {
     direct::delete_last_hold(key, owner, role, now)
         .unwrap_or_else(|direct::Fallback| statements::release_last_hold(spi, key, owner, role, now))
 }
 
-/// Keys on a random heap page whose TTL ran out by `now`: directly on the table when it can,
-/// else by SQL (`n` picks the page).
-pub fn expired_on_random_page(spi: &Spi, n: u32, now: Timestamp) -> Vec<String> {
+/// (key, owner) of the rows on a random heap page whose TTL and lock-delay ran out by `now`:
+/// directly on the table when it can, else by SQL (`n` picks the page).
+pub fn expired_on_random_page(spi: &Spi, n: u32, now: Timestamp) -> Vec<(String, String)> {
     let pick = |pages: i64| (pages > 0).then(|| i64::from(n) % pages);
     let keys = match direct::Pages::open() {
         Ok(table) => {

@@ -1,8 +1,8 @@
 //! The lease table's relations (table, its two indexes, the fence sequence), looked up once per
 //! session and forgotten on any relcache invalidation of them; its owner, as whom dlock's own
-//! statements run; and whether its shape is exactly what the direct path writes.
+//! statements run; and its shape: exactly what the direct path writes, release 0.1.0's, or other.
 
-use crate::store::row::COLUMNS;
+use crate::store::row::{COLUMNS, RELEASE_010_COLUMNS};
 use pgrx::PgTupleDesc;
 use pgrx::pg_sys::{self, Datum, Oid};
 
@@ -15,10 +15,22 @@ pub struct Relations {
     pub sequence: Oid,
     /// The lease table's owner: dlock's own statements run as this role (`pg::role::as_owner`).
     pub owner: Oid,
-    /// The table has exactly the columns of `row::COLUMNS`, in that order and with those types,
-    /// and nothing else (no column added by hand or by a later release's upgrade): only then may
-    /// the direct path form and read its tuples.
-    pub exact_shape: bool,
+    /// What the table's columns are.
+    pub shape: Shape,
+}
+
+/// The lease table's columns, as the direct path and the statements need to know them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Shape {
+    /// Exactly `row::COLUMNS`, in that order and with those types, and nothing else: only then
+    /// may the direct path form and read its tuples.
+    Exact,
+    /// Release 0.1.0's table (its first eight columns, one row per key): this library serves a
+    /// database whose `ALTER EXTENSION dlock UPDATE` has not run yet, with exclusive leases only
+    /// (0.1.0's SQL declares no other).
+    Release010,
+    /// Anything else (a column added by hand, ...): dlock's statements, which name their columns.
+    Other,
 }
 
 thread_local! {
@@ -45,14 +57,23 @@ fn relid(schema: Oid, name: &std::ffi::CStr) -> Oid {
     unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }
 }
 
-/// Whether `desc` has exactly the columns dlock writes.
-fn exact_shape(desc: pg_sys::TupleDesc) -> bool {
+/// The shape of a table with descriptor `desc`.
+fn shape(desc: pg_sys::TupleDesc) -> Shape {
     // SAFETY: the descriptor of an open relation, not freed while we read it.
     let desc = unsafe { PgTupleDesc::from_pg_unchecked(desc) };
-    desc.len() == COLUMNS.len()
-        && desc.iter().zip(COLUMNS).all(|(attribute, (name, type_oid))| {
-            !attribute.attisdropped && attribute.name() == name && attribute.atttypid == type_oid
-        })
+    let columns_are = |expected: &[(&str, Oid)]| {
+        desc.len() == expected.len()
+            && desc.iter().zip(expected).all(|(attribute, &(name, type_oid))| {
+                !attribute.attisdropped && attribute.name() == name && attribute.atttypid == type_oid
+            })
+    };
+    if columns_are(&COLUMNS) {
+        Shape::Exact
+    } else if columns_are(&COLUMNS[..RELEASE_010_COLUMNS]) {
+        Shape::Release010
+    } else {
+        Shape::Other
+    }
 }
 
 /// The lease table's relations, if the extension is installed in this database.
@@ -69,7 +90,7 @@ pub fn relations() -> Option<Relations> {
         session_bound: relid(schema, c"lease_session_bound"),
         sequence: relid(schema, c"fence_seq"),
         owner: pg_sys::InvalidOid,
-        exact_shape: false,
+        shape: Shape::Other,
     };
     if [found.table, found.pkey, found.session_bound, found.sequence].contains(&pg_sys::InvalidOid) {
         return None;
@@ -78,8 +99,7 @@ pub fn relations() -> Option<Relations> {
     // as any statement on it would keep it.
     let found = unsafe {
         let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as i32);
-        let found =
-            Relations { owner: (*(*rel).rd_rel).relowner, exact_shape: exact_shape((*rel).rd_att), ..found };
+        let found = Relations { owner: (*(*rel).rd_rel).relowner, shape: shape((*rel).rd_att), ..found };
         pg_sys::table_close(rel, pg_sys::NoLock as i32);
         found
     };

@@ -11,14 +11,13 @@
 //! which under load grows faster than autovacuum clears it.
 
 use crate::locks::key as keylock;
-use crate::locks::liveness::classify;
+use crate::locks::liveness;
 use crate::locks::session;
 use crate::pg::backend::now;
 use crate::pg::spi::Spi;
 use crate::store;
 use dlock_core::Timestamp;
 use dlock_core::key::key_hash;
-use dlock_core::lease::Current;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 
@@ -38,8 +37,8 @@ pub fn after_grant(spi: &Spi, now: Timestamp) {
     // SAFETY: the backend's own PRNG state.
     let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
     if n % PAGE_SWEEP_ONE_IN == 0 {
-        for key in store::expired_on_random_page(spi, n / PAGE_SWEEP_ONE_IN, now) {
-            reap(spi, &key, now);
+        for (key, owner) in store::expired_on_random_page(spi, n / PAGE_SWEEP_ONE_IN, now) {
+            reap(spi, &key, &owner, now);
         }
     }
     if n % SESSION_SCAN_ONE_IN == 0 {
@@ -48,28 +47,33 @@ pub fn after_grant(spi: &Spi, now: Timestamp) {
         let next = if (batch.len() as i64) < SESSION_SCAN_BATCH {
             String::new()
         } else {
-            batch.last().map(|(k, _)| k.clone()).unwrap_or_default()
+            batch.last().map(|(k, _, _)| k.clone()).unwrap_or_default()
         };
-        for (key, fence) in batch {
+        for (key, owner, fence) in batch {
             if !session::holder_alive(fence) {
-                reap(spi, &key, now);
+                reap(spi, &key, &owner, now);
             }
         }
         SESSION_CURSOR.with(|c| *c.borrow_mut() = next);
     }
 }
 
-/// Deletes the row of `key` if its lease is dead and nobody is working on the key right now.
-/// Keeps the key lock to commit after a delete, like any other change.
-fn reap(spi: &Spi, key: &str, since: Timestamp) {
+/// Deletes `owner`'s row of `key` if its lease is dead (and its lock-delay over) and nobody is
+/// working on the key right now. Keeps the key lock to commit after a delete, like any other
+/// change.
+fn reap(spi: &Spi, key: &str, owner: &str, since: Timestamp) {
     let hash = key_hash(key);
     if !keylock::try_lock_key(hash) {
         return;
     }
-    let row = store::read(spi, key);
     let now = now().max(since);
-    match classify(row.as_ref(), now) {
-        Current::Dead => store::delete(spi, key),
-        _ => keylock::unlock_key(hash),
+    let rows = store::read(spi, key);
+    let dead = rows.iter().find(|l| l.owner == owner).is_some_and(|lease| {
+        !liveness::is_live(lease, now) && (lease.is_session_bound() || lease.delay_ends() <= now)
+    });
+    if dead {
+        store::delete(spi, key, owner);
+    } else {
+        keylock::unlock_key(hash);
     }
 }

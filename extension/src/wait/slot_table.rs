@@ -24,6 +24,10 @@ pub(super) struct Slot {
     pub(super) role: u32,
     pub(super) hash: u64,
     pub(super) ttl_us: i64,
+    /// The request's kind (`Kind::code`), permits (0: none) and lock-delay.
+    pub(super) kind: u8,
+    pub(super) max_holders: i32,
+    pub(super) lock_delay: i64,
     pub(super) fence: i64,
     /// End of the commit record of the grant (set with `GRANTED`).
     pub(super) commit_lsn: u64,

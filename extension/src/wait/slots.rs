@@ -18,6 +18,7 @@
 use crate::pg::pending::Pending;
 use crate::pg::version;
 use crate::wait::slot_table::{GRANTED, IDLE, KEY_MAX, OFFERED, OWNER_MAX, WAITING, with_table};
+use dlock_core::lease::{Kind, Request as LeaseRequest};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
@@ -33,11 +34,14 @@ pub struct Request {
     pub role: u32,
     pub ttl_us: i64,
     pub pid: i32,
+    pub kind: Kind,
+    pub max_holders: Option<i32>,
+    pub lock_delay: i64,
 }
 
-/// The head publishes its request (a TTL lease of `key` for `owner`). False without a table or
-/// a free slot.
-pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64) -> bool {
+/// The head publishes its request (a TTL lease of `key` for `owner`, as `request` asks). False
+/// without a table or a free slot.
+pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64, request: &LeaseRequest) -> bool {
     if key.len() > KEY_MAX || owner.len() > OWNER_MAX {
         return false;
     }
@@ -52,6 +56,9 @@ pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64) -> boo
         s.role = role;
         s.hash = hash;
         s.ttl_us = ttl_us;
+        s.kind = request.kind.code();
+        s.max_holders = request.max_holders.unwrap_or(0);
+        s.lock_delay = request.lock_delay;
         s.fence = 0;
         s.commit_lsn = 0;
         s.key_len = key.len() as u16;
@@ -175,7 +182,16 @@ pub fn request_for(proc: usize, key: &str, hash: u64) -> Option<(Request, Ticket
         let same = s.state == WAITING && s.hash == hash && &s.key[..s.key_len as usize] == key.as_bytes();
         same.then(|| {
             let owner = String::from_utf8_lossy(&s.owner[..s.owner_len as usize]).into_owned();
-            (Request { owner, role: s.role, ttl_us: s.ttl_us, pid: s.pid }, Ticket { slot, seq: s.seq })
+            let request = Request {
+                owner,
+                role: s.role,
+                ttl_us: s.ttl_us,
+                pid: s.pid,
+                kind: Kind::from_code(s.kind).unwrap_or(Kind::Exclusive),
+                max_holders: (s.max_holders > 0).then_some(s.max_holders),
+                lock_delay: s.lock_delay,
+            };
+            (request, Ticket { slot, seq: s.seq })
         })
     })
     .flatten()

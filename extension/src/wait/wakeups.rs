@@ -14,8 +14,11 @@ use std::cell::RefCell;
 thread_local! {
     /// Key hashes freed by the open transaction, by subtransaction.
     static FREED: RefCell<Pending<u64>> = const { RefCell::new(Pending::new()) };
-    /// Key hashes force-released by the open transaction, likewise.
+    /// Key hashes force-released by the open transaction (or freed while other shared holders
+    /// remain), likewise.
     static FORCED: RefCell<Pending<u64>> = const { RefCell::new(Pending::new()) };
+    /// Key hashes whose watchers hear of a change though nothing was freed: a new leader.
+    static CHANGED: RefCell<Pending<u64>> = const { RefCell::new(Pending::new()) };
 }
 
 /// Notes that the open transaction freed (or shortened) the lease of the key with this hash.
@@ -29,13 +32,22 @@ pub fn poke_at_commit(hash: u64) {
     FORCED.with(|f| f.borrow_mut().push(hash));
 }
 
-/// The keys the open transaction freed so far (for the watchers' NOTIFY at pre-commit).
+/// Notes that the key's watchers should hear of this transaction (an election's new leader).
+pub fn notify_at_commit(hash: u64) {
+    CHANGED.with(|c| c.borrow_mut().push(hash));
+}
+
+/// The keys whose watchers hear of the open transaction: those it freed, and those it changed
+/// (for the NOTIFY queued at pre-commit).
 pub fn freed() -> Vec<u64> {
-    FREED.with(|f| f.borrow().iter().copied().collect())
+    let mut keys: Vec<u64> = FREED.with(|f| f.borrow().iter().copied().collect());
+    keys.extend(CHANGED.with(|c| c.borrow().iter().copied().collect::<Vec<_>>()));
+    keys
 }
 
 /// The transaction committed: wake (and poke) the heads of the freed keys.
 pub fn at_commit() {
+    CHANGED.with(|c| c.borrow_mut().take());
     for hash in FREED.with(|f| f.borrow_mut().take()) {
         queue::wake_head(hash);
     }
@@ -46,13 +58,14 @@ pub fn at_commit() {
 
 /// The transaction rolled back: nothing was freed.
 pub fn at_abort() {
+    CHANGED.with(|c| c.borrow_mut().take());
     FORCED.with(|f| f.borrow_mut().take());
     FREED.with(|f| f.borrow_mut().take());
 }
 
 /// A subtransaction ended: a rolled-back one freed nothing.
 pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, commit: bool) {
-    for list in [&FREED, &FORCED] {
+    for list in [&FREED, &FORCED, &CHANGED] {
         list.with(|l| {
             let mut l = l.borrow_mut();
             if commit {

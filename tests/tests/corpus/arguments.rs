@@ -6,10 +6,12 @@ use tokio_postgres::error::SqlState;
 use crate::callers::{Caller, Callers, USER};
 use crate::entries::{Entry, Expect, entry, err, lit};
 use crate::targets::{Target, release_victims, victims};
-use crate::{combinations, encoding, watches};
+use crate::{combinations, encoding, modes, watches};
 
 const KEY_MAX_BYTES: usize = 1024;
 const OWNER_MAX_BYTES: usize = 256;
+const INFO_MAX_BYTES: usize = 1024;
+const MAX_KEYS: usize = 64;
 const MEGABYTE: usize = 1 << 20;
 
 /// The kinds of argument of the API.
@@ -23,12 +25,20 @@ enum Arg {
     /// `dlock_try_acquire`'s `settle`: checked as a wait is (NULL is valid: no limit).
     Settle,
     Fence,
+    /// `dlock_acquire_shared`'s `max_holders` (NULL is valid: no limit).
+    MaxHolders,
+    /// `dlock_acquire_all`'s `keys`.
+    Keys,
+    /// `dlock_campaign`'s `info` (NULL is valid).
+    Info,
+    /// A lock-delay: required, `0 ≤ lock_delay ≤ dlock.max_ttl`.
+    LockDelay,
 }
 
 /// Every function of the API with the kinds of its arguments (`dlock_acquire` and
 /// `dlock_try_acquire` in both forms), and who calls it (force release as an admin, so that its
 /// argument checks are reached).
-const FUNCTIONS: [(&str, &[Arg], Caller); 11] = [
+const FUNCTIONS: [(&str, &[Arg], Caller); 19] = [
     ("dlock_acquire", &[Arg::Key, Arg::Owner, Arg::AcquireTtl, Arg::Wait], Caller::User),
     ("dlock_acquire", &[Arg::Key, Arg::Owner, Arg::AcquireTtl], Caller::User),
     ("dlock_renew", &[Arg::Key, Arg::Owner, Arg::RenewTtl], Caller::User),
@@ -40,6 +50,23 @@ const FUNCTIONS: [(&str, &[Arg], Caller); 11] = [
     ("dlock_try_acquire", &[Arg::Key, Arg::Owner, Arg::AcquireTtl], Caller::User),
     ("dlock_watch", &[Arg::Key], Caller::User),
     ("dlock_unwatch", &[Arg::Key], Caller::User),
+    // Contract version 2 (an election's name and candidate are checked as a key and an owner).
+    ("dlock_acquire", &[Arg::Key, Arg::Owner, Arg::AcquireTtl, Arg::Wait, Arg::LockDelay], Caller::User),
+    (
+        "dlock_acquire_shared",
+        &[Arg::Key, Arg::Owner, Arg::AcquireTtl, Arg::Wait, Arg::MaxHolders, Arg::LockDelay],
+        Caller::User,
+    ),
+    ("dlock_acquire_shared", &[Arg::Key, Arg::Owner, Arg::AcquireTtl], Caller::User),
+    ("dlock_acquire_all", &[Arg::Keys, Arg::Owner, Arg::AcquireTtl, Arg::Wait, Arg::LockDelay], Caller::User),
+    ("dlock_acquire_all", &[Arg::Keys, Arg::Owner, Arg::AcquireTtl], Caller::User),
+    (
+        "dlock_campaign",
+        &[Arg::Key, Arg::Owner, Arg::AcquireTtl, Arg::Info, Arg::Settle, Arg::LockDelay],
+        Caller::User,
+    ),
+    ("dlock_campaign", &[Arg::Key, Arg::Owner, Arg::AcquireTtl], Caller::User),
+    ("dlock_leader", &[Arg::Key], Caller::User),
 ];
 
 /// A valid value of `arg` for `target`, as SQL.
@@ -50,6 +77,9 @@ fn valid(arg: Arg, target: &Target) -> String {
         Arg::AcquireTtl | Arg::RenewTtl => lit("1 hour"),
         Arg::Wait | Arg::Settle => lit("0"),
         Arg::Fence => target.fence.to_string(),
+        Arg::MaxHolders | Arg::Info => "NULL".into(),
+        Arg::Keys => format!("ARRAY[{}]", lit(&target.key)),
+        Arg::LockDelay => lit("0"),
     }
 }
 
@@ -115,6 +145,10 @@ fn bad_values(arg: Arg, server_major: u32) -> Vec<(String, String, Expect)> {
             interval("soon", S::INVALID_DATETIME_FORMAT),
         ]
     };
+    let array = |what: &str, sql: String, code: SqlState| (sql, what.to_string(), err(code));
+    let keys = |n: usize| {
+        format!("ARRAY[{}]", (0..n).map(|i| lit(&format!("corpus-key-{i}"))).collect::<Vec<_>>().join(", "))
+    };
     match arg {
         Arg::Key => text(KEY_MAX_BYTES),
         Arg::Owner => text(OWNER_MAX_BYTES),
@@ -146,6 +180,65 @@ fn bad_values(arg: Arg, server_major: u32) -> Vec<(String, String, Expect)> {
             // A numeric constant: no dlock_holds(text, numeric).
             ("9223372036854775808".into(), "2^63".into(), err(S::UNDEFINED_FUNCTION)),
         ],
+        Arg::MaxHolders => vec![
+            ("0".into(), "0".into(), err(S::INVALID_PARAMETER_VALUE)),
+            ("-1".into(), "-1".into(), err(S::INVALID_PARAMETER_VALUE)),
+            ("(-2147483648)::int".into(), "-2^31".into(), err(S::INVALID_PARAMETER_VALUE)),
+            (lit("two"), "'two'".into(), err(S::INVALID_TEXT_REPRESENTATION)),
+            // Constants that are not integers: no such function.
+            ("2147483648".into(), "2^31".into(), err(S::UNDEFINED_FUNCTION)),
+            ("1.5".into(), "1.5".into(), err(S::UNDEFINED_FUNCTION)),
+        ],
+        Arg::Keys => vec![
+            array("NULL", "NULL".into(), S::NULL_VALUE_NOT_ALLOWED),
+            array("NULL::text[]", "NULL::text[]".into(), S::NULL_VALUE_NOT_ALLOWED),
+            array("empty", "'{}'::text[]".into(), S::INVALID_PARAMETER_VALUE),
+            array("a NULL element", "ARRAY['a', NULL]".into(), S::NULL_VALUE_NOT_ALLOWED),
+            array("only NULL", "ARRAY[NULL]::text[]".into(), S::NULL_VALUE_NOT_ALLOWED),
+            array("a duplicate", "ARRAY['a', 'b', 'a']".into(), S::INVALID_PARAMETER_VALUE),
+            array("an empty key", "ARRAY['a', '']".into(), S::INVALID_PARAMETER_VALUE),
+            array(
+                "an over-long key",
+                format!("ARRAY['a', {}]", lit(&"k".repeat(KEY_MAX_BYTES + 1))),
+                S::INVALID_PARAMETER_VALUE,
+            ),
+            array(&format!("{} keys", MAX_KEYS + 1), keys(MAX_KEYS + 1), S::INVALID_PARAMETER_VALUE),
+            array(
+                "a million keys",
+                "(SELECT array_agg(i::text) FROM generate_series(1, 1000000) AS i)".into(),
+                S::INVALID_PARAMETER_VALUE,
+            ),
+            array("two dimensions", "'{{a,b},{c,d}}'::text[]".into(), S::INVALID_PARAMETER_VALUE),
+            array("not an array", lit("a"), S::INVALID_TEXT_REPRESENTATION),
+            array("an integer array", "ARRAY[1, 2]".into(), S::UNDEFINED_FUNCTION),
+        ],
+        Arg::Info => vec![
+            (
+                lit(&"i".repeat(INFO_MAX_BYTES + 1)),
+                format!("{} bytes", INFO_MAX_BYTES + 1),
+                err(S::INVALID_PARAMETER_VALUE),
+            ),
+            (lit(&"i".repeat(MEGABYTE)), "1 MB".into(), err(S::INVALID_PARAMETER_VALUE)),
+            (
+                lit(&"é".repeat(INFO_MAX_BYTES / 2 + 1)),
+                format!("{} × 'é'", INFO_MAX_BYTES / 2 + 1),
+                err(S::INVALID_PARAMETER_VALUE),
+            ),
+        ],
+        Arg::LockDelay => {
+            let mut values = vec![
+                ("NULL".to_string(), "NULL".to_string(), err(S::NULL_VALUE_NOT_ALLOWED)),
+                interval("-1 second", S::INVALID_PARAMETER_VALUE),
+                interval("-1 microsecond", S::INVALID_PARAMETER_VALUE),
+                interval("1 day 1 microsecond", S::INVALID_PARAMETER_VALUE),
+                interval("1 mon", S::INVALID_PARAMETER_VALUE),
+                interval("-2147483648 mons -2147483648 days -2562047788 hours", S::INVALID_PARAMETER_VALUE),
+                interval("300000000 years", S::DATETIME_FIELD_OVERFLOW),
+                interval("later", S::INVALID_DATETIME_FORMAT),
+            ];
+            values.extend([infinity(""), infinity("-")]);
+            values
+        }
     }
 }
 
@@ -187,6 +280,7 @@ pub async fn run(test: &str) -> usize {
     for target in &targets {
         entries.extend(matrix(target, server_major));
         entries.extend(combinations::combinations(target));
+        entries.extend(modes::on_exclusive(target));
         entries.extend(watches::combinations(target));
     }
     entries.extend(encoding::invalid_text(&targets[0]));

@@ -126,9 +126,9 @@ pub fn combinations(target: &Target) -> Vec<Entry> {
             err(S::UNDEFINED_FUNCTION),
         ),
         entry(
-            on("acquire, five arguments"),
+            on("acquire, six arguments"),
             Caller::User,
-            format!("SELECT dlock_acquire({k}, {o}, '1 hour', '0', '0')::text"),
+            format!("SELECT dlock_acquire({k}, {o}, '1 hour', '0', '0', '0')::text"),
             err(S::UNDEFINED_FUNCTION),
         ),
         entry(

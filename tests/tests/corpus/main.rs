@@ -16,7 +16,7 @@
 //! Layout: `entries` (a statement and the answer it must get), `callers` (roles, sessions, the
 //! loop that runs entries between two `snapshot`s), `targets` (the keys aimed at); the entries
 //! themselves in `arguments`, `combinations`, `encoding`, `owners`, `settings` and `watches`
-//! (the newer functions); the tests that take keys for real in `lookalike`, `injection` and
+//! (the newer functions), `modes` (one's own lease in another mode); the tests that take keys for real in `lookalike`, `injection` and
 //! `waits`.
 //!
 //! The tests compare whole-table snapshots, so they run one at a time. Each prints
@@ -29,6 +29,7 @@ mod encoding;
 mod entries;
 mod injection;
 mod lookalike;
+mod modes;
 mod owners;
 mod settings;
 mod snapshot;
@@ -66,6 +67,14 @@ async fn non_owners_other_roles_and_look_alike_names_get_null_false_or_42501() {
 async fn placeholder_max_ttl_set_before_the_library_loads_does_not_raise_the_limit() {
     const T: &str = "placeholder_max_ttl";
     serially(T, settings::run(T)).await;
+}
+
+/// Mode conflicts with one's own lease (0A000) and semaphores whose participants disagree on
+/// their permits (22023), on shared, exclusive and leader leases.
+#[tokio::test]
+async fn mode_conflicts_and_semaphore_mismatches_change_nothing() {
+    const T: &str = "modes";
+    serially(T, modes::run(T)).await;
 }
 
 /// Look-alike pairs (precomposed and decomposed, fullwidth, compatibility characters,
