@@ -87,6 +87,11 @@ RETURNS TABLE ("info" text, "term" bigint, "since" timestamptz, "expires_at" tim
     SET search_path TO pg_catalog, dlock_internal, pg_temp
     LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_leader_wrapper';
 
+CREATE FUNCTION @extschema@.dlock_wait_free("key" text, "wait" interval) RETURNS boolean
+    VOLATILE PARALLEL UNSAFE
+    SET search_path TO pg_catalog, dlock_internal, pg_temp
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dlock_wait_free_wrapper';
+
 -- dlock_locks: a row per holder, with its mode, permits and lock-delay (new columns last, so
 -- that queries written for 0.1.0 see what they saw).
 CREATE FUNCTION dlock_internal.lock_rows()

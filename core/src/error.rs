@@ -83,6 +83,12 @@ pub enum DlockError {
     /// An unbounded wait for a lease bound to the waiting session itself (40P01).
     #[error("deadlock detected: the key is held by a lease bound to this same session")]
     SelfDeadlock,
+    /// `dlock_wait_free` on a key this very session holds a lease of (55006): it could not
+    /// become free while the session waits.
+    #[error(
+        "this session holds a lease of the key itself (owner {owner:?}): it cannot become free while this session waits for it"
+    )]
+    HeldHere { owner: String },
     /// PREPARE TRANSACTION of a transaction whose dlock work cannot outlive its session
     /// (0A000).
     #[error("cannot PREPARE a transaction that {what}")]

@@ -5,7 +5,7 @@
 //! once all its locks are gone.
 
 use crate::locks::{session, watch};
-use crate::wait::queue;
+use crate::wait::{free_waiters, queue};
 use pgrx::pg_sys;
 use std::cell::Cell;
 
@@ -29,6 +29,7 @@ unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
         pg_sys::CommitTransactionCommand();
         for hash in hashes {
             queue::wake_head(hash);
+            free_waiters::wake(hash);
         }
     }
 }
@@ -37,6 +38,7 @@ unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     for hash in session::bound_key_hashes() {
         queue::wake_head(hash);
+        free_waiters::wake(hash);
     }
 }
 

@@ -6,7 +6,7 @@ use crate::fast;
 use crate::locks::{key, session, watch};
 use crate::pg::signals;
 use crate::store::durability;
-use crate::wait::{queue, slots, wakeups};
+use crate::wait::{free_waiters, queue, slots, wakeups};
 use dlock_core::DlockError;
 use pgrx::pg_sys;
 
@@ -43,8 +43,9 @@ fn commit() {
     slots::settle(true);
     // 3. The heads of freed keys wake (and are poked out of waits on a force-released binding).
     wakeups::at_commit();
-    // 4. This session's queue places went with the transaction's locks.
+    // 4. This session's queue places went with the transaction's locks (and its free-waits).
     queue::end_of_transaction();
+    free_waiters::end_of_transaction();
     signals::reset();
     // 5. Session bindings made or ended here are settled: released ones let go only now.
     session::at_end(true);
@@ -60,6 +61,7 @@ fn abort(prepare: bool) {
     slots::settle(false);
     slots::abandon();
     queue::end_of_transaction();
+    free_waiters::end_of_transaction();
     signals::reset();
     fast::reset();
     wakeups::at_abort();

@@ -25,6 +25,9 @@ pub enum Space {
     /// One per database, transaction-scoped, exclusive: held by a `DROP EXTENSION dlock` under
     /// way, which ends every wait (`dropping.rs`).
     Dropping = 0x6b05,
+    /// Per key hash, transaction-scoped, share: sessions in `dlock_wait_free`, woken together
+    /// by whoever frees the key (`wait/free_waiters.rs`).
+    FreeWait = 0x6b06,
 }
 
 /// The lock tag of `id` (a key hash or a fence) in `space`, in this database.

@@ -11,6 +11,7 @@ pub mod fence;
 pub mod handoff;
 pub mod release;
 pub mod renew;
+pub mod wait_free;
 pub mod watch;
 
 use crate::hooks::exit;

@@ -18,6 +18,7 @@ fn code(error: &DlockError) -> PgSqlErrorCode {
             ERRCODE_INSUFFICIENT_PRIVILEGE
         }
         DlockError::SelfDeadlock => ERRCODE_T_R_DEADLOCK_DETECTED,
+        DlockError::HeldHere { .. } => ERRCODE_OBJECT_IN_USE,
         DlockError::NoPrepare { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
         DlockError::NotPreloaded | DlockError::SecondLibrary | DlockError::Dropping => {
             ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
@@ -112,6 +113,9 @@ fn hint(error: &DlockError) -> Option<String> {
                                   ends, which would hold up the lease's role: only that role, members of \
                                   dlock_fencer and of dlock_admin may do that."
                 .into()
+        }
+        DlockError::HeldHere { .. } => {
+            "Release it first: dlock_wait_free waits for the leases of other sessions.".into()
         }
         DlockError::SelfDeadlock => {
             "Another owner string of this session holds it; release it first, or give \

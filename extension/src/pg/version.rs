@@ -120,14 +120,37 @@ pub fn my_proc_number() -> usize {
 /// Reads the shared proc array, which lives as long as the postmaster.
 pub unsafe fn proc_of(vxid: pg_sys::VirtualTransactionId) -> Option<&'static mut pg_sys::PGPROC> {
     // SAFETY: as the caller promised.
+    unsafe { procs_of(std::slice::from_ref(&vxid)).pop() }
+}
+
+/// The backends running these virtual transactions (those still running them), in one pass over
+/// the proc array however many there are.
+///
+/// # Safety
+/// The proc array must be attached (any backend).
+pub unsafe fn procs_of(vxids: &[pg_sys::VirtualTransactionId]) -> Vec<&'static mut pg_sys::PGPROC> {
+    // SAFETY: as the caller promised.
     unsafe {
         let procs = std::slice::from_raw_parts_mut(
             (*pg_sys::ProcGlobal).allProcs,
             (*pg_sys::ProcGlobal).allProcCount as usize,
         );
         #[cfg(feature = "pg15")]
-        return procs.iter_mut().find(|p| p.backendId == vxid.backendId && p.lxid == vxid.localTransactionId);
+        {
+            let wanted: std::collections::HashSet<(i32, u32)> =
+                vxids.iter().map(|v| (v.backendId, v.localTransactionId)).collect();
+            procs.iter_mut().filter(|p| wanted.contains(&(p.backendId, p.lxid))).collect()
+        }
         #[cfg(not(feature = "pg15"))]
-        return procs.get_mut(vxid.procNumber as usize).filter(|p| p.vxid.lxid == vxid.localTransactionId);
+        {
+            let mut found = Vec::with_capacity(vxids.len());
+            for vxid in vxids {
+                let proc = procs.get_mut(vxid.procNumber as usize).map(|p| p as *mut pg_sys::PGPROC);
+                if let Some(proc) = proc.filter(|p| (**p).vxid.lxid == vxid.localTransactionId) {
+                    found.push(&mut *proc);
+                }
+            }
+            found
+        }
     }
 }

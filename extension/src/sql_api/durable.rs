@@ -87,6 +87,18 @@ fn dlock_try_acquire(
     TableIterator::once(row)
 }
 
+/// Waits until no lease holds `key` (nor a lock-delay holds it back), without taking it: true
+/// once it is free, false when `wait` (NULL: no limit) ran out first. Waiters do not queue one
+/// behind another: one release wakes them all. On a key this session holds itself: 55006.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, dlock_internal, pg_temp)]
+fn dlock_wait_free(key: Option<&str>, wait: Option<Interval>) -> bool {
+    const F: &str = "dlock_wait_free";
+    let key = args::key(key).or_raise(F);
+    let wait = args::wait(micros(wait)).or_raise(F);
+    ops::wait_free::wait_free(key, wait).or_raise(F)
+}
+
 /// Registers this session to be told when `key` may have become free: it LISTENs on the key's
 /// channel, which it returns (`dlock_` and 16 hex digits), and whoever frees the key (release,
 /// release_all, force release, a shortening renew, a session-bound holder's session ending)

@@ -141,8 +141,8 @@ pub fn poke_head(hash: u64) {
 }
 
 /// Wakes every dlock waiter in this database (a `DROP EXTENSION dlock` is under way): the heads
-/// of all queues, and those waiting in the lock manager for a session-bound holder's binding
-/// (poked). Those in line behind a head follow it as it leaves.
+/// of all queues, those waiting for a key to be free, and those waiting in the lock manager for
+/// a session-bound holder's binding (poked). Those in line behind a head follow it as it leaves.
 pub fn wake_every_waiter() {
     let database = crate::pg::backend::database().to_u32();
     // SAFETY: a snapshot of the lock table, palloc'd in the current memory context; PGPROCs live
@@ -155,7 +155,8 @@ pub fn wake_every_waiter() {
             if t.locktag_type != pg_sys::LockTagType::LOCKTAG_ADVISORY as u8 || t.locktag_field1 != database {
                 continue;
             }
-            let head = t.locktag_field4 == Space::Queue as u16 && lock.holdMask != 0;
+            let head = [Space::Queue as u16, Space::FreeWait as u16].contains(&t.locktag_field4)
+                && lock.holdMask != 0;
             let bound_waiter =
                 t.locktag_field4 == Space::Binding as u16 && lock.waitLockMode != pg_sys::NoLock as i32;
             if head {

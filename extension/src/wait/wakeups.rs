@@ -2,12 +2,12 @@
 //! renew) wakes the head of its queue, and only once the freeing is visible. The keys are noted
 //! here during the transaction; at commit (`hooks/xact.rs`) the heads are woken after the commit
 //! is visible and before the key locks are let go, so a woken head blocks on the key lock for
-//! microseconds and then reads the freed lease. A rollback wakes no one, and a rolled-back
+//! microseconds and then reads the freed lease; sessions waiting for the key to be free wake too. A rollback wakes no one, and a rolled-back
 //! savepoint wakes no one for what it freed. Watchers of those keys get a NOTIFY queued at
 //! pre-commit (`freed`), which PostgreSQL sends after the commit.
 
 use crate::pg::pending::Pending;
-use crate::wait::queue;
+use crate::wait::{free_waiters, queue};
 use pgrx::pg_sys;
 use std::cell::RefCell;
 
@@ -50,9 +50,11 @@ pub fn at_commit() {
     CHANGED.with(|c| c.borrow_mut().take());
     for hash in FREED.with(|f| f.borrow_mut().take()) {
         queue::wake_head(hash);
+        free_waiters::wake(hash);
     }
     for hash in FORCED.with(|f| f.borrow_mut().take()) {
         queue::poke_head(hash);
+        free_waiters::wake(hash);
     }
 }
 

@@ -38,7 +38,7 @@ enum Arg {
 /// Every function of the API with the kinds of its arguments (`dlock_acquire` and
 /// `dlock_try_acquire` in both forms), and who calls it (force release as an admin, so that its
 /// argument checks are reached).
-const FUNCTIONS: [(&str, &[Arg], Caller); 19] = [
+const FUNCTIONS: [(&str, &[Arg], Caller); 20] = [
     ("dlock_acquire", &[Arg::Key, Arg::Owner, Arg::AcquireTtl, Arg::Wait], Caller::User),
     ("dlock_acquire", &[Arg::Key, Arg::Owner, Arg::AcquireTtl], Caller::User),
     ("dlock_renew", &[Arg::Key, Arg::Owner, Arg::RenewTtl], Caller::User),
@@ -67,6 +67,7 @@ const FUNCTIONS: [(&str, &[Arg], Caller); 19] = [
     ),
     ("dlock_campaign", &[Arg::Key, Arg::Owner, Arg::AcquireTtl], Caller::User),
     ("dlock_leader", &[Arg::Key], Caller::User),
+    ("dlock_wait_free", &[Arg::Key, Arg::Settle], Caller::User),
 ];
 
 /// A valid value of `arg` for `target`, as SQL.

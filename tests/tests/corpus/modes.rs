@@ -6,7 +6,7 @@ use dlock_tests::{Cluster, key, owner};
 use tokio_postgres::error::SqlState;
 
 use crate::callers::{Caller, Callers};
-use crate::entries::{Entry, entry, err, lit};
+use crate::entries::{Entry, answer, entry, err, lit};
 use crate::targets::Target;
 
 /// On a key its owner holds exclusively (a TTL lease or a session-bound one).
@@ -17,7 +17,25 @@ pub fn on_exclusive(target: &Target) -> Vec<Entry> {
     let (k, o) = (lit(&target.key), lit(&target.owner));
     let on = |what: &str| format!("{what} on the {} key", target.name);
     let conflict = || err(SqlState::FEATURE_NOT_SUPPORTED);
+    // The TTL lease was taken by the caller's own session, the session-bound one by another.
+    let wait_free = if target.session_bound { answer(Some("false")) } else { err(SqlState::OBJECT_IN_USE) };
     vec![
+        entry(
+            on("waiting for it to be free, for no time"),
+            Caller::User,
+            format!("SELECT dlock_wait_free({k}, '0')::text"),
+            wait_free.clone(),
+        ),
+        entry(
+            on("waiting for it to be free, without limit or for 50 ms"),
+            Caller::User,
+            if target.session_bound {
+                format!("SELECT dlock_wait_free({k}, '50 ms')::text")
+            } else {
+                format!("SELECT dlock_wait_free({k}, NULL)::text")
+            },
+            wait_free,
+        ),
         entry(
             on("shared by its exclusive owner"),
             Caller::User,
