@@ -18,8 +18,9 @@
 //!   ROLLBACK does not undo it (as advisory locks).
 //! - Not replicated: a standby refuses fast calls; after a failover the new primary's
 //!   lock-delay covers leases granted by the old one.
-//! - Waiting wakes on release (a condition variable per partition) and at the holder's
-//!   expiry, but is not FIFO.
+//! - **Waiting in arrival order:** waiters line up per key in shared memory (`queue.rs`); a
+//!   release grants the key to the first in line in place and wakes that one backend; the first
+//!   in line takes over an expired lease at its expiry. A try never passes anyone in line.
 //!
 //! Keys belong to a database, as durable ones do. They are found by a 64-bit hash of key and
 //! database; two different keys with the same hash (never seen in practice) count as one key
@@ -27,6 +28,7 @@
 
 mod epoch;
 mod ops;
+mod queue;
 mod quota;
 mod table;
 

@@ -1,9 +1,10 @@
 //! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
 //! the live leases.
 
+use super::queue::{NONE, State};
 use super::table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
 use crate::pg::backend::now;
-use crate::pg::client;
+use crate::pg::latch::sleep_until;
 use crate::pg::role;
 use crate::pg::version::WaitEvent;
 use dlock_core::{DlockError, Micros, Share, Timestamp};
@@ -18,163 +19,326 @@ pub struct Request<'a> {
     pub ttl: Micros,
 }
 
-enum Try {
+/// One look at a key, under its partition lock.
+enum Step {
     Granted(i64),
-    /// Busy until then (the holder's expiry, or the end of the lock-delay).
-    Busy(Timestamp),
+    /// Not now: look again at this time (`Timestamp::MAX`: when woken), in line or not.
+    Wait {
+        until: Timestamp,
+        queued: bool,
+    },
+    /// Not granted, and the caller may not wait (a try): the key is held, or others wait first.
+    Busy,
     /// No room: the table is full, or the role or database holds its share.
     Full(Option<Share>),
     /// The fence epoch ran out under us: try again (a new one is drawn first).
     Again,
 }
 
-fn try_grant(table: &Table, key: &Key, req: &Request, now: Timestamp) -> Try {
-    let delay_ends = table.shared().started_at.saturating_add(max_ttl_us());
-    if now < delay_ends {
-        return Try::Busy(delay_ends);
-    }
-    table.ensure_epoch();
-    table.locked(key, |t| {
-        let (entry, found) = t.find(key, pg_sys::HASHACTION::HASH_FIND);
-        let entry = match entry {
-            Some(e) if found && e.expires_at > now => {
-                let same = key.owns(e)
-                    && &e.owner[..e.owner_len as usize] == req.owner.as_bytes()
-                    && e.role == req.role;
-                if !same {
-                    return Try::Busy(e.expires_at);
-                }
-                // Reentry by the holder: one more hold, and the new ttl.
-                e.hold_count += 1;
-                e.expires_at = now.saturating_add(req.ttl);
-                t.expires(e.expires_at);
-                return Try::Granted(e.fence);
-            }
-            // An expired entry of this hash: taken over, its share passing to the new taker.
-            Some(e) => {
-                if (e.role, e.database) != (req.role, key.database) {
-                    if let Err(share) = t.quotas.charge(req.role, key.database, capacity()) {
-                        return Try::Full(Some(share));
-                    }
-                    t.quotas.refund(e.role, e.database);
-                }
-                e
-            }
-            None => {
-                if t.shared().entries.load(Ordering::Acquire) as usize >= capacity() {
-                    return Try::Full(None);
-                }
-                if let Err(share) = t.quotas.charge(req.role, key.database, capacity()) {
-                    return Try::Full(Some(share));
-                }
-                let (entry, _) = t.find(key, pg_sys::HASHACTION::HASH_ENTER_NULL);
-                let Some(entry) = entry else {
-                    t.quotas.refund(req.role, key.database);
-                    return Try::Full(None);
-                };
-                t.shared().entries.fetch_add(1, Ordering::AcqRel);
-                entry
-            }
-        };
-        entry.hash = key.hash;
-        entry.database = key.database;
-        entry.role = req.role;
-        let Some(fence) = t.next_fence() else {
-            // The epoch ran out under us: leave the entry expired (its share counted, until it is
-            // taken again or swept) and draw again.
-            entry.expires_at = 0;
-            t.expires(0);
-            return Try::Again;
-        };
-        entry.key_len = key.text.len() as u16;
-        entry.key[..key.text.len()].copy_from_slice(key.text.as_bytes());
-        entry.owner_len = req.owner.len() as u16;
-        entry.owner[..req.owner.len()].copy_from_slice(req.owner.as_bytes());
-        entry.hold_count = 1;
-        entry.fence = fence;
-        entry.expires_at = now.saturating_add(req.ttl);
-        t.expires(entry.expires_at);
-        Try::Granted(fence)
-    })
+/// Who a grant is for: a caller, or a waiter a release grants to.
+struct Grantee<'a> {
+    key: &'a [u8],
+    database: u32,
+    owner: &'a [u8],
+    role: u32,
+    ttl: Micros,
 }
 
-/// `dlock_fast_acquire`: the fence, or `None` when `wait` ran out first.
+/// Grants `entry` (a new one, or an expired one taken over) to `who`, charging its share: the
+/// fence, `Err(None)` when the epoch ran out (the entry is left expired), or the share that
+/// refuses it.
+fn grant(t: &Table, entry: &mut Entry, who: &Grantee, now: Timestamp) -> Result<i64, Option<Share>> {
+    if (entry.role, entry.database) != (who.role, who.database) {
+        t.quotas.charge(who.role, who.database, capacity()).map_err(Some)?;
+        t.quotas.refund(entry.role, entry.database);
+        entry.role = who.role;
+        entry.database = who.database;
+    }
+    let Some(fence) = t.next_fence() else {
+        entry.expires_at = 0;
+        t.expires(0);
+        return Err(None);
+    };
+    entry.key_len = who.key.len() as u16;
+    entry.key[..who.key.len()].copy_from_slice(who.key);
+    entry.owner_len = who.owner.len() as u16;
+    entry.owner[..who.owner.len()].copy_from_slice(who.owner);
+    entry.hold_count = 1;
+    entry.fence = fence;
+    entry.expires_at = now.saturating_add(who.ttl);
+    t.expires(entry.expires_at);
+    Ok(fence)
+}
+
+/// A look at `key` for `req` by the backend of slot `me` (under the partition lock). `may_wait`:
+/// the caller waits (and so joins the line) rather than trying once.
+fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Timestamp) -> Step {
+    let slots = &t.waiters;
+    let caller = Grantee {
+        key: key.text.as_bytes(),
+        database: key.database,
+        owner: req.owner.as_bytes(),
+        role: req.role,
+        ttl: req.ttl,
+    };
+    // A release granted us the key, or refused us our turn, while we slept.
+    let mine = slots.get(me);
+    match mine.state {
+        State::Granted => {
+            mine.state = State::Idle;
+            return Step::Granted(mine.fence);
+        }
+        State::Refused => {
+            mine.state = State::Idle;
+            return Step::Full(Some(mine.share()));
+        }
+        State::Idle | State::Waiting => {}
+    }
+    let queued = mine.state == State::Waiting;
+    let (entry, found) = t.find(key, pg_sys::HASHACTION::HASH_FIND);
+    let entry = match entry {
+        Some(e) if found => e,
+        _ => {
+            // A line lives on its key's entry, which is never removed while anyone is in it.
+            debug_assert!(!queued, "a waiter's entry is gone");
+            if t.shared().entries.load(Ordering::Acquire) as usize >= capacity() {
+                return Step::Full(None);
+            }
+            if let Err(share) = t.quotas.charge(req.role, key.database, capacity()) {
+                return Step::Full(Some(share));
+            }
+            let (entry, _) = t.find(key, pg_sys::HASHACTION::HASH_ENTER_NULL);
+            let Some(entry) = entry else {
+                t.quotas.refund(req.role, key.database);
+                return Step::Full(None);
+            };
+            t.shared().entries.fetch_add(1, Ordering::AcqRel);
+            entry.first = NONE;
+            entry.last = NONE;
+            entry.role = req.role;
+            entry.database = key.database;
+            return match grant(t, entry, &caller, now) {
+                Ok(fence) => Step::Granted(fence),
+                Err(_) => Step::Again,
+            };
+        }
+    };
+    let live = entry.expires_at > now;
+    if live && key.owns(entry) && entry.owner() == req.owner.as_bytes() && entry.role == req.role {
+        // Reentry by the holder (never queued behind others: it holds the key).
+        entry.hold_count += 1;
+        entry.expires_at = now.saturating_add(req.ttl);
+        t.expires(entry.expires_at);
+        return Step::Granted(entry.fence);
+    }
+    let first = entry.first == NONE || entry.first == me;
+    if !live && first {
+        // Expired, and nobody is ahead of us: taken over.
+        if queued {
+            slots.pop(entry);
+            slots.get(me).state = State::Idle;
+        }
+        return match grant(t, entry, &caller, now) {
+            Ok(fence) => {
+                wake_first_if_sooner(t, entry);
+                Step::Granted(fence)
+            }
+            Err(None) => Step::Again,
+            Err(Some(share)) => {
+                wake_first_if_sooner(t, entry);
+                Step::Full(Some(share))
+            }
+        };
+    }
+    if !may_wait {
+        return Step::Busy;
+    }
+    if !queued {
+        slots.enqueue(entry, me, key, req.owner, req.role, req.ttl);
+    }
+    // Held: look again at its expiry. Expired but others are first: the first takes it over
+    // and wakes us when we come first.
+    let until = if live { entry.expires_at } else { Timestamp::MAX };
+    Step::Wait { until, queued: true }
+}
+
+/// After the holder of `entry` changed: wakes the first waiter if the new lease ends before it
+/// would wake by itself (with equal ttls it never does: no extra wake-up per grant).
+fn wake_first_if_sooner(t: &Table, entry: &Entry) {
+    if entry.first != NONE && t.waiters.get(entry.first).wake_at > entry.expires_at {
+        t.waiters.wake(entry.first);
+    }
+}
+
+/// Leaves the line of `key` (a wait that ended without a grant): the fence if a release granted
+/// us the key meanwhile (ours, then), else `None`; the next waiter is woken if we were first.
+fn leave(t: &Table, key: &Key, me: i32) -> Option<i64> {
+    let mut wake = NONE;
+    let granted = t.locked(key, |t| {
+        let mine = t.waiters.get(me);
+        match mine.state {
+            State::Granted => {
+                mine.state = State::Idle;
+                return Some(mine.fence);
+            }
+            State::Idle | State::Refused => {
+                mine.state = State::Idle;
+                return None;
+            }
+            State::Waiting => {}
+        }
+        mine.state = State::Idle;
+        if let (Some(entry), true) = t.find(key, pg_sys::HASHACTION::HASH_FIND)
+            && t.waiters.remove(entry, me)
+        {
+            wake = entry.first;
+        }
+        None
+    });
+    if wake != NONE {
+        t.waiters.wake(wake);
+    }
+    granted
+}
+
+/// `dlock_fast_acquire`: the fence, or `None` when `wait` ran out first. Waiters line up per
+/// key and are served in arrival order.
 pub fn acquire(req: &Request, wait: Option<Micros>) -> Result<Option<i64>, DlockError> {
     let table = table()?;
     let key = Key::new(req.key);
     let deadline = wait.map(|w| now().saturating_add(w));
-    let cv = &table.shared().wake[key.part] as *const _ as *mut pg_sys::ConditionVariable;
-    let mut sleeping = false;
-    let outcome = loop {
+    let may_wait = wait != Some(0);
+    let me = table.waiters.mine().ok_or(DlockError::NotPreloaded)?;
+    let outcome = wait_in_line(table, &key, req, me, deadline, may_wait);
+    WAITING_ON.with(|w| w.borrow_mut().take());
+    outcome
+}
+
+/// The waiting loop of [`acquire`]: the caller's line (once it joined one) is noted in
+/// `WAITING_ON` until it returns, so that an error anywhere in it leaves the line (`reset`).
+fn wait_in_line(
+    table: &Table,
+    key: &Key,
+    req: &Request,
+    me: i32,
+    deadline: Option<Timestamp>,
+    may_wait: bool,
+) -> Result<Option<i64>, DlockError> {
+    loop {
         let now = now();
-        let busy_until = match try_grant(table, &key, req, now) {
-            Try::Granted(fence) => break Ok(Some(fence)),
-            Try::Busy(until) => until,
-            Try::Again => continue,
-            Try::Full(_) if table.sweep(now) > 0 => continue,
-            Try::Full(share) => {
-                if sleeping {
-                    stop_waiting(table);
+        let delay_ends = table.shared().started_at.saturating_add(max_ttl_us());
+        let step = if now < delay_ends {
+            // The lock-delay after a server start: nobody is granted, nobody queues.
+            if may_wait { Step::Wait { until: delay_ends, queued: false } } else { Step::Busy }
+        } else {
+            table.ensure_epoch();
+            table.locked(key, |t| step(t, key, req, me, may_wait, now))
+        };
+        let (until, queued) = match step {
+            Step::Granted(fence) => return Ok(Some(fence)),
+            Step::Busy => return Ok(None),
+            Step::Again => continue,
+            Step::Full(_) if table.sweep(now) > 0 => continue,
+            Step::Full(share) => {
+                if let Some(fence) = leave(table, key, me) {
+                    return Ok(Some(fence));
                 }
                 return Err(match share {
                     None => DlockError::FastTableFull { max: capacity() },
                     Some(share) => DlockError::FastShare { share, role: role::name(req.role) },
                 });
             }
+            Step::Wait { until, queued } => (until, queued),
         };
+        if queued {
+            WAITING_ON.with(|w| *w.borrow_mut() = Some(req.key.to_string()));
+        }
         if deadline.is_some_and(|d| now >= d) {
-            break Ok(None);
+            return Ok(if queued { leave(table, key, me) } else { None });
         }
-        if !sleeping {
-            // Counted and registered before the next check, so a release between it and the
-            // sleep wakes us.
-            table.shared().waiting[key.part].fetch_add(1, Ordering::SeqCst);
-            WAITING_ON.with(|w| w.set(Some(key.part)));
-            // SAFETY: a condition variable in shared memory.
-            unsafe { pg_sys::ConditionVariablePrepareToSleep(cv) };
-            sleeping = true;
-            continue;
+        let wake_at = deadline.map_or(until, |d| d.min(until));
+        if queued {
+            table.locked(key, |t| {
+                let mine = t.waiters.get(me);
+                if mine.state == State::Waiting {
+                    mine.wake_at = wake_at;
+                }
+            });
         }
-        // Sleep until a release wakes us, the holder's expiry or our deadline; a client that
-        // hangs up meanwhile ends the backend (its socket signals, see `interrupt.rs`).
-        let until = deadline.map_or(busy_until, |d| d.min(busy_until));
-        let ms = ((until - now + 999) / 1000).clamp(1, i64::from(i32::MAX));
-        // SAFETY: the standard condition variable wait; interrupts are served inside.
-        client::watching(|| unsafe {
-            pg_sys::ConditionVariableTimedSleep(cv, ms, WaitEvent::DlockFast.id())
-        });
-    };
-    if sleeping {
-        stop_waiting(table);
+        // Sleep until a release grants us the key (it sets our latch), our turn or the
+        // holder's expiry, or our deadline; a client that hangs up ends the backend.
+        sleep_until((wake_at < Timestamp::MAX).then_some(wake_at), WaitEvent::DlockFast.id());
     }
-    outcome
 }
 
 thread_local! {
-    /// The partition this session counted itself waiting on, until it stops.
-    static WAITING_ON: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// The fast key this session waits in line for, while it sleeps.
+    static WAITING_ON: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Leaves the condition variable's wait list and the count.
-fn stop_waiting(table: &Table) {
-    // SAFETY: leaves whatever condition variable this session prepared to sleep on.
-    unsafe { pg_sys::ConditionVariableCancelSleep() };
-    if let Some(part) = WAITING_ON.with(|w| w.take()) {
-        table.shared().waiting[part].fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// End of transaction: a wait that ended in an error (cancel, timeout) is no longer counted.
+/// End of transaction: a wait that ended in an error (cancel, timeout, a client that hung up)
+/// leaves its line; a grant a release made to it meanwhile is given back, to the next in line.
 pub fn reset() {
-    if WAITING_ON.with(|w| w.get()).is_some()
-        && let Some(table) = preloaded()
-    {
-        stop_waiting(table);
+    let Some(key) = WAITING_ON.with(|w| w.borrow_mut().take()) else { return };
+    let Some(table) = preloaded() else { return };
+    let Some(me) = table.waiters.mine() else { return };
+    let key = Key::new(&key);
+    if let Some(fence) = leave(table, &key, me) {
+        let owner = String::from_utf8_lossy(table.waiters.get(me).owner()).into_owned();
+        let role = table.waiters.get(me).role;
+        free_handed(table, &key, &owner, role, fence);
     }
 }
 
-/// Runs `f` on the caller's live lease of `key`, if it holds one, and wakes the key's waiters
-/// if `f` says the change concerns them: `Err` for the right owner under another role (unless
+/// Gives back a lease a release handed to a wait that then failed.
+fn free_handed(table: &Table, key: &Key, owner: &str, role: u32, fence: i64) {
+    let woken = table.locked(key, |t| match t.find(key, pg_sys::HASHACTION::HASH_FIND) {
+        (Some(e), true) if e.fence == fence && e.owner() == owner.as_bytes() && e.role == role => {
+            e.hold_count = 1;
+            hand_over_or_remove(t, key, e)
+        }
+        _ => NONE,
+    });
+    if woken != NONE {
+        table.waiters.wake(woken);
+    }
+}
+
+/// The holder of `entry` let it go (caller holds the partition lock): the first waiter whose
+/// share allows it gets the lease in place, with a fresh fence; refused ones are told so; with
+/// nobody left, the entry goes. The slot to wake, if any (refused ones are woken here).
+fn hand_over_or_remove(t: &Table, key: &Key, entry: &mut Entry) -> i32 {
+    let now = now();
+    while let Some(next) = t.waiters.pop(entry) {
+        let w = t.waiters.get(next);
+        let (key_text, owner) = (w.key().to_vec(), w.owner().to_vec());
+        let waiter =
+            Grantee { key: &key_text, database: w.database, owner: &owner, role: w.role, ttl: w.ttl };
+        match grant(t, entry, &waiter, now) {
+            Ok(fence) => {
+                w.state = State::Granted;
+                w.fence = fence;
+                return next;
+            }
+            Err(Some(share)) => {
+                w.refuse(share);
+                t.waiters.wake(next);
+            }
+            Err(None) => {
+                // The epoch ran out: the entry is left expired; the waiter, first again, takes
+                // it over itself after drawing a new epoch.
+                t.waiters.push_front(entry, next);
+                return next;
+            }
+        }
+    }
+    let (role, database) = (entry.role, entry.database);
+    t.remove(key, role, database);
+    NONE
+}
+
+/// Runs `f` on the caller's live lease of `key`, if it holds one, and wakes the waiter slot `f`
+/// names, if any, once the partition lock is given back: `Err` for the right owner under another role (unless
 /// admin).
 fn with_own<R>(
     action: &'static str,
@@ -182,7 +346,7 @@ fn with_own<R>(
     owner: &str,
     role: u32,
     admin: bool,
-    f: impl FnOnce(&Table, &Key, &mut Entry, Timestamp) -> (R, bool),
+    f: impl FnOnce(&Table, &Key, &mut Entry, Timestamp) -> (R, i32),
 ) -> Result<Option<R>, DlockError> {
     let table = table()?;
     let key = Key::new(key_text);
@@ -206,10 +370,10 @@ fn with_own<R>(
     });
     let (result, wake) = match result {
         Ok(Some((r, wake))) => (Ok(Some(r)), wake),
-        other => (other.map(|_| None), false),
+        other => (other.map(|_| None), NONE),
     };
-    if wake {
-        table.wake(&key);
+    if wake != NONE {
+        table.waiters.wake(wake);
     }
     result
 }
@@ -218,13 +382,12 @@ fn with_own<R>(
 pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, DlockError> {
     let released = with_own("release", key, owner, role, admin, |t, key, e, _| {
         e.hold_count -= 1;
-        let freed = e.hold_count == 0;
-        if freed {
-            // Gone at once, with its share: released entries never wait for a sweep.
-            let (role, database) = (e.role, e.database);
-            t.remove(key, role, database);
+        if e.hold_count > 0 {
+            return ((), NONE);
         }
-        ((), freed)
+        // The first in line gets it now; with nobody in line the entry goes at once, with its
+        // share: released entries never wait for a sweep.
+        ((), hand_over_or_remove(t, key, e))
     })?;
     Ok(released.is_some())
 }
@@ -239,11 +402,11 @@ pub fn renew(
 ) -> Result<Option<Timestamp>, DlockError> {
     with_own("renew", key, owner, role, admin, |t, _, e, now| {
         let expires_at = now.saturating_add(ttl);
-        // A shorter lease moves the waiters' deadline earlier: wake them to sleep less.
-        let shorter = expires_at < e.expires_at;
         e.expires_at = expires_at;
         t.expires(expires_at);
-        (expires_at, shorter)
+        // A shorter lease may end before the first waiter would look again: wake it.
+        let first = e.first;
+        (expires_at, if first != NONE && t.waiters.get(first).wake_at > expires_at { first } else { NONE })
     })
 }
 

@@ -1,5 +1,5 @@
 //! Fast mode's table in shared memory: its settings, the partitioned hash of entries, the
-//! partition locks and condition variables, the lock-delay's start and the fence epochs.
+//! partition locks, the waiters' slots, the lock-delay's start and the fence epochs.
 
 use crate::fast::epoch;
 use crate::pg::backend;
@@ -10,6 +10,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
+use super::queue::Slots;
 use super::quota::{self, Quotas};
 
 use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
@@ -31,8 +32,17 @@ pub(super) struct Entry {
     pub(super) hold_count: i32,
     pub(super) fence: i64,
     pub(super) expires_at: Timestamp,
+    /// The key's line of waiters (`queue.rs`): first and last slot, or `NONE`.
+    pub(super) first: i32,
+    pub(super) last: i32,
     pub(super) key: [u8; MAX_KEY_BYTES],
     pub(super) owner: [u8; MAX_OWNER_BYTES],
+}
+
+impl Entry {
+    pub(super) fn owner(&self) -> &[u8] {
+        &self.owner[..self.owner_len as usize]
+    }
 }
 
 #[repr(C)]
@@ -48,11 +58,6 @@ pub(super) struct Shared {
     /// partition lock, and set exactly by a sweep): while it lies ahead, nothing is expired and
     /// a refused request has nothing to sweep.
     pub(super) next_expiry: AtomicI64,
-    pub(super) wake: [pg_sys::ConditionVariable; PARTITIONS],
-    /// Sessions sleeping (or about to) on each partition's condition variable: a release wakes
-    /// them only if there are any, sparing every release the variable's spinlock (which, under
-    /// contention on few cores, can back off for up to a second).
-    pub(super) waiting: [AtomicU32; PARTITIONS],
 }
 
 pub(super) struct Table {
@@ -61,6 +66,8 @@ pub(super) struct Table {
     /// PARTITIONS partition locks, then the epoch lock and the shares' lock.
     locks: *mut pg_sys::LWLockPadded,
     pub(super) quotas: Quotas,
+    /// The waiters' slots and lines (`queue.rs`).
+    pub(super) waiters: Slots,
 }
 
 /// The epoch lock's index in the tranche; the shares' lock comes after it.
@@ -83,7 +90,9 @@ pub fn request() {
     // SAFETY: the postmaster's shared memory request phase.
     unsafe {
         let entries = pg_sys::hash_estimate_size(capacity() as i64, std::mem::size_of::<Entry>());
-        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>() + entries + quota::size(capacity()));
+        pg_sys::RequestAddinShmemSpace(
+            std::mem::size_of::<Shared>() + entries + quota::size(capacity()) + Slots::size(),
+        );
         pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), QUOTA_LOCK as i32 + 1);
     }
 }
@@ -103,11 +112,11 @@ pub fn startup() {
             std::ptr::addr_of_mut!((*shared).fence).write(AtomicU64::new(0));
             std::ptr::addr_of_mut!((*shared).entries).write(AtomicU32::new(0));
             std::ptr::addr_of_mut!((*shared).next_expiry).write(AtomicI64::new(Timestamp::MAX));
-            for cv in (*shared).wake.iter_mut() {
-                pg_sys::ConditionVariableInit(cv);
-            }
-            std::ptr::addr_of_mut!((*shared).waiting).write(std::array::from_fn(|_| AtomicU32::new(0)));
         }
+        let mut slots_found = false;
+        let slots =
+            pg_sys::ShmemInitStruct(c"dlock v2 fast waiters".as_ptr(), Slots::size(), &mut slots_found);
+        let waiters = Slots::startup(slots as *mut u8, slots_found);
         let mut info: pg_sys::HASHCTL = std::mem::zeroed();
         info.keysize = std::mem::size_of::<u64>();
         info.entrysize = std::mem::size_of::<Entry>();
@@ -121,7 +130,7 @@ pub fn startup() {
         );
         let locks = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
         let quotas = Quotas::startup(capacity(), &mut (*locks.add(QUOTA_LOCK)).lock);
-        TABLE = Some(Table { shared, hash, locks, quotas });
+        TABLE = Some(Table { shared, hash, locks, quotas, waiters });
     }
 }
 
@@ -238,17 +247,6 @@ impl Table {
         }
     }
 
-    /// Wakes the sessions waiting on `key`'s partition, if any. Called after the change, with
-    /// the partition lock given back: a waiter counts itself before it re-checks under that
-    /// lock, so either it sees the change or we see it counted.
-    pub(super) fn wake(&self, key: &Key) {
-        if self.shared().waiting[key.part].load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        // SAFETY: a condition variable in shared memory.
-        unsafe { pg_sys::ConditionVariableBroadcast(&self.shared().wake[key.part] as *const _ as *mut _) };
-    }
-
     /// The next fence, drawing a new epoch first when needed (never under a partition lock:
     /// drawing flushes WAL).
     pub(super) fn ensure_epoch(&self) {
@@ -339,7 +337,8 @@ impl Table {
             loop {
                 let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
                 let Some(entry) = entry.as_ref() else { break };
-                if entry.expires_at <= now {
+                // An expired entry with waiters is theirs: the first takes it over.
+                if entry.expires_at <= now && entry.first == super::queue::NONE {
                     dead.push((entry.hash, entry.role, entry.database));
                 } else {
                     next = next.min(entry.expires_at);
