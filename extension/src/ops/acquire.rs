@@ -42,9 +42,16 @@ pub fn acquire(
     let hash = key_hash(key);
     let try_only = wait == Some(0);
     let deadline = wait.map(|w| now().saturating_add(w));
+    // Others already queue for a hot key: an exclusive newcomer that holds no lease of it goes
+    // to the back of the line (or gets NULL) without taking the key lock, which whoever is
+    // releasing the key would wait for. (Its own lease is its own to change, so an unlocked look
+    // at it is exact.)
+    let behind_others =
+        request.kind == Kind::Exclusive && queue::is_occupied(hash) && !attempt::holds_own(key, caller);
     // A try never blocks on a key another transaction is changing; a wait first waits for that
     // transaction, so that the holder's own reentry is recognised and never queues.
-    let keyed = if try_only { keylock::try_lock_key(hash) } else { keylock::lock_key_until(hash, deadline) };
+    let keyed = !behind_others
+        && if try_only { keylock::try_lock_key(hash) } else { keylock::lock_key_until(hash, deadline) };
     if keyed {
         match attempt::acquire(key, hash, caller, request, info, false) {
             Ok(fence) => return Ok(Some(fence)),
@@ -52,25 +59,27 @@ pub fn acquire(
             Err(NotGranted::Busy(_)) => {}
         }
     }
-    if try_only || !keyed {
+    if try_only || !(keyed || behind_others) {
         return Ok(None);
     }
     suggest_preload_once();
     if dropping::under_way() {
         return Err(DlockError::Dropping);
     }
-    if !queue::join(hash, deadline) {
-        return Ok(None);
-    }
-    // At the head. Preloaded, a TTL request goes into the wait table, so that whoever frees the
-    // key can grant it to us in their own transaction (`ops::handoff::hand_over`) — only at the
-    // top level of an autocommit statement: inside a transaction block or a subtransaction, our
-    // grant must be ours to roll back, so we write it ourselves.
-    // (An election's info stays out of the table's fixed-size slots: leaders grant themselves.)
+    // Preloaded, a TTL request goes into the wait table before it joins the queue, so that
+    // whoever frees the key once we are at the head can grant it to us in their own transaction
+    // (`ops::handoff::hand_over`) — even if they free it before this backend has run again
+    // since the lock manager made it the head. Only at the top level of an autocommit
+    // statement: inside a transaction block or a subtransaction, our grant must be ours to
+    // roll back, so we write it ourselves. (An election's info stays out of the table's
+    // fixed-size slots: leaders grant themselves.)
     let published = request.kind != Kind::Leader
         && request.ttl.is_some_and(|ttl| {
             at_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl, request)
         });
+    if !queue::join(hash, deadline) {
+        return Ok(if published { withdraw(hash, None) } else { None });
+    }
     let granted = head_loop(key, hash, caller, request, info, deadline, published);
     let granted = match granted {
         Ok(granted) if published => Ok(withdraw(hash, granted)),
@@ -105,6 +114,21 @@ fn head_loop(
         ensure_client_connected();
         // A poke from here on ends the wait on a session-bound holder below (force release).
         signals::clear_poke();
+        // Handed over: the grant is committed (a slot turns GRANTED only at the releaser's
+        // commit), so no key lock is needed to see it. The releaser wakes us before it lets its
+        // key lock go; not waiting for that saves a sleep in the lock manager per hand-off.
+        if published && let slots::Answer::Granted(handed) = slots::answer() {
+            return Ok(Some(handed.settle()));
+        }
+        // While another lease holds the key until a known expiry, sleep without touching the key
+        // lock: whoever comes to release the key would wait for it.
+        if let Some(expiry) = attempt::held_until(key, caller, request) {
+            if deadline.is_some_and(|d| now() >= d) {
+                return Ok(None);
+            }
+            sleep_until([deadline, Some(expiry)].into_iter().flatten().min(), WaitEvent::DlockLease.id());
+            continue;
+        }
         if !keylock::lock_key_until(hash, deadline) {
             return Ok(None);
         }

@@ -100,6 +100,25 @@ pub fn acquire(
     })
 }
 
+/// Whether `caller` holds a live lease of `key` (any mode), by a look without the key lock.
+pub fn holds_own(key: &str, caller: &Caller) -> bool {
+    let now = now();
+    let rows = spi::connect(|spi| store::read(spi, key));
+    liveness::state(&rows, now).of_owner(caller.owner).is_some()
+}
+
+/// A look at the key without its lock, as committed now: `Some(expiry)` when leases of others
+/// hold it until then at least (the caller may sleep that long unless woken), `None` when an
+/// attempt could decide otherwise (free, reentry, a session-bound holder, ...).
+pub fn held_until(key: &str, caller: &Caller, request: &Request) -> Option<Timestamp> {
+    let now = now();
+    let rows = spi::connect(|spi| store::read(spi, key));
+    match lease::acquire(&liveness::state(&rows, now), caller, request, now, false) {
+        Acquire::Busy(Blocker::Expiry(expiry)) => Some(expiry),
+        _ => None,
+    }
+}
+
 /// Before a grant: deletes the key's rows of other owners that are over (expired, their
 /// lock-delay run out, or bound to a session that ended), so a key keeps no more rows than
 /// holders and the one-statement grant finds it free next time. (The caller's own row is

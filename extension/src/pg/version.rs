@@ -137,9 +137,12 @@ pub unsafe fn procs_of(vxids: &[pg_sys::VirtualTransactionId]) -> Vec<&'static m
         );
         #[cfg(feature = "pg15")]
         {
-            let wanted: std::collections::HashSet<(i32, u32)> =
-                vxids.iter().map(|v| (v.backendId, v.localTransactionId)).collect();
-            procs.iter_mut().filter(|p| wanted.contains(&(p.backendId, p.lxid))).collect()
+            // Backend ids are not indexes into the array: match them, by a binary search in
+            // the sorted wanted ids (no allocation per proc, whatever the count).
+            let id = |backend: i32, lxid: u32| (u64::from(backend as u32) << 32) | u64::from(lxid);
+            let mut wanted: Vec<u64> = vxids.iter().map(|v| id(v.backendId, v.localTransactionId)).collect();
+            wanted.sort_unstable();
+            procs.iter_mut().filter(|p| wanted.binary_search(&id(p.backendId, p.lxid)).is_ok()).collect()
         }
         #[cfg(not(feature = "pg15"))]
         {

@@ -18,7 +18,7 @@ use crate::store::row::{
     NewLease, OWNER, ROLE,
 };
 use crate::store::statements::{interval_datum, micros};
-use dlock_core::lease::Kind;
+use dlock_core::lease::{Kind, Lease};
 use dlock_core::{INFINITY, Timestamp};
 use pgrx::datum::Interval;
 use pgrx::pg_sys::{self, Datum, Oid};
@@ -83,6 +83,23 @@ impl Table {
         owner: Option<&str>,
         f: impl FnOnce(Option<*mut pg_sys::TupleTableSlot>) -> R,
     ) -> R {
+        let mut f = Some(f);
+        let mut result = None;
+        self.scan(key, owner, |slot| {
+            result = f.take().map(|f| f(slot));
+            false
+        });
+        result.expect("the scan calls back at least once")
+    }
+
+    /// Calls `f` on each visible row of `key` (of `owner`'s, if given) while it returns true,
+    /// then once with `None` after the last (its slot, with every column read).
+    fn scan(
+        &self,
+        key: &str,
+        owner: Option<&str>,
+        mut f: impl FnMut(Option<*mut pg_sys::TupleTableSlot>) -> bool,
+    ) {
         // SAFETY: an index scan on the primary key with a registered snapshot, as the executor
         // does; the slot and scan are released before returning (an error releases them with
         // the transaction's resources).
@@ -105,15 +122,19 @@ impl Table {
             let scan = version::index_beginscan(self.rel, self.pkey, snapshot, n as i32);
             pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), n as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            let found = pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
-            if found {
-                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+            loop {
+                let found =
+                    pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+                if found {
+                    pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                }
+                if !f(found.then_some(slot)) || !found {
+                    break;
+                }
             }
-            let result = f(found.then_some(slot));
             pg_sys::ExecDropSingleTupleTableSlot(slot);
             pg_sys::index_endscan(scan);
             pg_sys::UnregisterSnapshot(snapshot);
-            result
         }
     }
 
@@ -218,6 +239,47 @@ impl Pages {
     pub fn close(self) {
         // SAFETY: closes what `open` opened; the lock stays until the transaction ends.
         unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as i32) };
+    }
+}
+
+/// Every row of `key`, in fence order (as `statements::read`).
+pub fn read(key: &str) -> Result<Vec<Lease>, Fallback> {
+    let table = Table::open()?;
+    let mut rows = Vec::new();
+    table.scan(key, None, |slot| {
+        if let Some(slot) = slot {
+            rows.push(lease_of(slot));
+        }
+        true
+    });
+    table.close();
+    rows.sort_by_key(|l| l.fence);
+    Ok(rows)
+}
+
+/// A column that must not be NULL: a NULL means the table is not what dlock made, which is an
+/// internal error, never a lease with fence 0.
+fn required<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> T {
+    column(slot, n).unwrap_or_else(|| {
+        pgrx::error!("dlock: internal error: dlock_internal.lease.{} is NULL", row::COLUMNS[n].0)
+    })
+}
+
+fn lease_of(slot: *mut pg_sys::TupleTableSlot) -> Lease {
+    let kind = required::<i8>(slot, KIND) as u8;
+    Lease {
+        owner: required(slot, OWNER),
+        role: required::<Oid>(slot, ROLE).to_u32(),
+        fence: required(slot, FENCE),
+        hold_count: required(slot, HOLD_COUNT),
+        acquired_at: required(slot, ACQUIRED_AT),
+        expires_at: required(slot, EXPIRES_AT),
+        holder_pid: required(slot, HOLDER_PID),
+        kind: Kind::from_code(kind)
+            .unwrap_or_else(|| pgrx::error!("dlock: internal error: unknown lease kind {:?}", kind as char)),
+        max_holders: column(slot, MAX_HOLDERS),
+        lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
+        info: column(slot, INFO),
     }
 }
 

@@ -16,8 +16,13 @@ use dlock_core::lease::Kind;
 
 pub use row::NewLease;
 pub use statements::{
-    all, decrement, delete, grant, keys_of_owner, read, reenter, session_bound_keys, set_expiry, waiters,
+    all, decrement, delete, grant, keys_of_owner, reenter, session_bound_keys, set_expiry, waiters,
 };
+
+/// Every row of `key`, in fence order: directly from the table when it can, else by SQL.
+pub fn read(spi: &Spi, key: &str) -> Vec<dlock_core::lease::Lease> {
+    direct::read(key).unwrap_or_else(|direct::Fallback| statements::read(spi, key))
+}
 
 /// Writes a new lease if its key has no row; the fence, or `None` when there is one. Directly
 /// on the table when it can, else by SQL.

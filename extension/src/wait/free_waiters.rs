@@ -1,6 +1,6 @@
 //! Sessions in `dlock_wait_free`: they wait for a key to be free without taking it, so they do
 //! not queue one behind another. Each holds the key's free-wait lock in share mode (the lock
-//! manager lists them all) and is counted in the key's occupancy bucket; whoever frees the key
+//! manager lists them all) and is counted in the key's bucket of free-waiters (`occupancy.rs`); whoever frees the key
 //! sets the latch of every one of them at commit, after the freeing is visible. One release
 //! wakes them all, and each re-reads the key.
 //!
@@ -10,7 +10,7 @@
 
 use crate::locks::tags::{self, Space, tag};
 use crate::pg::version;
-use crate::wait::occupancy;
+use crate::wait::occupancy::{self, Of};
 use pgrx::pg_sys;
 use std::cell::Cell;
 
@@ -26,7 +26,7 @@ pub struct Waiting {
 
 /// Starts waiting for the key with this hash to be free: counted, then its lock taken.
 pub fn start(hash: u64) -> Waiting {
-    occupancy::enter(hash);
+    occupancy::enter_as(Of::FreeWaits, hash);
     WAITING.with(|w| w.set(Some(hash)));
     tags::acquire(&tag(Space::FreeWait, hash), pg_sys::ShareLock, false, true);
     Waiting { hash }
@@ -37,7 +37,7 @@ impl Drop for Waiting {
     /// backend that exits meanwhile is uncounted by its transaction's end, `end_of_transaction`.)
     fn drop(&mut self) {
         if WAITING.with(|w| w.take()).is_some() {
-            occupancy::exit(self.hash);
+            occupancy::exit_as(Of::FreeWaits, self.hash);
             if !std::thread::panicking() {
                 tags::release(&tag(Space::FreeWait, self.hash), pg_sys::ShareLock, false);
             }
@@ -48,13 +48,13 @@ impl Drop for Waiting {
 /// The transaction ended (its locks went with it): uncounts a wait it interrupted.
 pub fn end_of_transaction() {
     if let Some(hash) = WAITING.with(|w| w.take()) {
-        occupancy::exit(hash);
+        occupancy::exit_as(Of::FreeWaits, hash);
     }
 }
 
 /// Wakes every session waiting for the key with this hash to be free.
 pub fn wake(hash: u64) {
-    if occupancy::surely_empty(hash) {
+    if occupancy::surely_none(Of::FreeWaits, hash) {
         return;
     }
     let lock = tag(Space::FreeWait, hash);

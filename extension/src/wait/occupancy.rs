@@ -10,10 +10,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 const BUCKETS: usize = 1024;
 
+/// Which waiters a count is of: sessions in queues, or sessions waiting for a key to be free
+/// (`free_waiters.rs`), counted apart so that a hot key's queue does not make every release
+/// look for free-waiters too.
+#[derive(Clone, Copy)]
+pub enum Of {
+    Queues = 0,
+    FreeWaits = 1,
+}
+
 static mut COUNTS: *const AtomicU32 = std::ptr::null();
 
-fn bucket(hash: u64) -> usize {
-    (hash % BUCKETS as u64) as usize
+fn bucket(of: Of, hash: u64) -> usize {
+    of as usize * BUCKETS + (hash % BUCKETS as u64) as usize
 }
 
 fn counts() -> Option<&'static [AtomicU32]> {
@@ -21,32 +30,46 @@ fn counts() -> Option<&'static [AtomicU32]> {
     // sized for BUCKETS counters.
     unsafe {
         let base = *std::ptr::addr_of!(COUNTS);
-        (!base.is_null()).then(|| std::slice::from_raw_parts(base, BUCKETS))
+        (!base.is_null()).then(|| std::slice::from_raw_parts(base, 2 * BUCKETS))
     }
 }
 
 /// Whether no session is in a queue of the bucket of `hash` (always false without preload).
 pub fn surely_empty(hash: u64) -> bool {
-    counts().is_some_and(|c| c[bucket(hash)].load(Ordering::SeqCst) == 0)
+    surely_none(Of::Queues, hash)
+}
+
+/// Whether no session of kind `of` waits on the bucket of `hash` (always false without preload).
+pub fn surely_none(of: Of, hash: u64) -> bool {
+    counts().is_some_and(|c| c[bucket(of, hash)].load(Ordering::SeqCst) == 0)
 }
 
 /// One more session in a queue of the bucket of `hash` (paired with `exit` by `MINE`).
 pub fn enter(hash: u64) {
-    if let Some(c) = counts() {
-        c[bucket(hash)].fetch_add(1, Ordering::SeqCst);
-    }
+    enter_as(Of::Queues, hash);
 }
 
 pub fn exit(hash: u64) {
+    exit_as(Of::Queues, hash);
+}
+
+/// One more session of kind `of` waiting on the bucket of `hash`.
+pub fn enter_as(of: Of, hash: u64) {
     if let Some(c) = counts() {
-        c[bucket(hash)].fetch_sub(1, Ordering::SeqCst);
+        c[bucket(of, hash)].fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub fn exit_as(of: Of, hash: u64) {
+    if let Some(c) = counts() {
+        c[bucket(of, hash)].fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 /// Asks for the counters' memory (`shmem.rs`'s request hook).
 pub fn request() {
     // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(BUCKETS * std::mem::size_of::<AtomicU32>()) };
+    unsafe { pg_sys::RequestAddinShmemSpace(2 * BUCKETS * std::mem::size_of::<AtomicU32>()) };
 }
 
 /// Sets the counters up, all zero (`shmem.rs`'s startup hook; after a crash restart too,
@@ -54,9 +77,9 @@ pub fn request() {
 pub fn startup() {
     // SAFETY: runs in the postmaster before any backend; the struct is ours alone.
     unsafe {
-        let size = BUCKETS * std::mem::size_of::<AtomicU32>();
+        let size = 2 * BUCKETS * std::mem::size_of::<AtomicU32>();
         let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock v2 queue counts".as_ptr(), size, &mut found);
+        let base = pg_sys::ShmemInitStruct(c"dlock v2 waiter counts".as_ptr(), size, &mut found);
         if !found {
             std::ptr::write_bytes(base as *mut u8, 0, size);
         }
