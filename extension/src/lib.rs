@@ -12,6 +12,7 @@
 //! - `wait`, `store`, `fast`: server-side waiting, the lease table, fast mode's leases in shared
 //!   memory;
 //! - `locks`: dlock's advisory locks (key locks, session bindings, queues, watches);
+//! - `stats`: what dlock did, counted per database in shared memory, and its LOG lines;
 //! - `pg`: the PostgreSQL glue everything stands on.
 
 use pgrx::prelude::*;
@@ -22,6 +23,7 @@ mod locks;
 mod ops;
 mod pg;
 mod sql_api;
+mod stats;
 mod store;
 mod wait;
 

@@ -41,6 +41,7 @@ async fn api_has_the_contract_signatures() {
             "election text, candidate text, ttl interval, info text, wait interval, lock_delay interval",
         ),
         ("dlock_wait_free(text,interval)", "boolean", "key text, wait interval"),
+        ("dlock_stats_reset()", "void", ""),
         (
             "dlock_leader(text)",
             "TABLE(info text, term bigint, since timestamp with time zone, expires_at timestamp with time zone)",

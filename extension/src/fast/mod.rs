@@ -32,5 +32,5 @@ mod queue;
 mod quota;
 mod table;
 
-pub use ops::{Request, acquire, holds, live, release, renew, reset};
+pub use ops::{Request, acquire, fill, holds, live, release, renew, reset};
 pub use table::{define_settings, max_ttl_us, request, startup};

@@ -7,6 +7,7 @@ use crate::pg::backend::now;
 use crate::pg::latch::sleep_until;
 use crate::pg::role;
 use crate::pg::version::WaitEvent;
+use crate::stats::{self, Counter, WaitOutcome};
 use dlock_core::{DlockError, Micros, Share, Timestamp};
 use pgrx::pg_sys;
 use std::sync::atomic::Ordering;
@@ -86,6 +87,7 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
     match mine.state {
         State::Granted => {
             mine.state = State::Idle;
+            stats::note_handed();
             return Step::Granted(mine.fence);
         }
         State::Refused => {
@@ -118,7 +120,10 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
             entry.role = req.role;
             entry.database = key.database;
             return match grant(t, entry, &caller, now) {
-                Ok(fence) => Step::Granted(fence),
+                Ok(fence) => {
+                    stats::count(Counter::FastGrants);
+                    Step::Granted(fence)
+                }
                 Err(_) => Step::Again,
             };
         }
@@ -129,6 +134,7 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         entry.hold_count += 1;
         entry.expires_at = now.saturating_add(req.ttl);
         t.expires(entry.expires_at);
+        stats::count(Counter::FastReentries);
         return Step::Granted(entry.fence);
     }
     let first = entry.first == NONE || entry.first == me;
@@ -138,8 +144,11 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
             slots.pop(entry);
             slots.get(me).state = State::Idle;
         }
+        let expired_in = entry.database;
         return match grant(t, entry, &caller, now) {
             Ok(fence) => {
+                stats::count_for(expired_in, Counter::FastExpiries);
+                stats::count(Counter::FastGrants);
                 wake_first_if_sooner(t, entry);
                 Step::Granted(fence)
             }
@@ -224,6 +233,8 @@ fn wait_in_line(
     deadline: Option<Timestamp>,
     may_wait: bool,
 ) -> Result<Option<i64>, DlockError> {
+    // A wait is counted from its first sleep (`stats::wait_ended` does nothing without one).
+    let mut waiting = false;
     loop {
         let now = now();
         let delay_ends = table.shared().started_at.saturating_add(max_ttl_us());
@@ -235,12 +246,16 @@ fn wait_in_line(
             table.locked(key, |t| step(t, key, req, me, may_wait, now))
         };
         let (until, queued) = match step {
-            Step::Granted(fence) => return Ok(Some(fence)),
+            Step::Granted(fence) => {
+                stats::wait_ended(WaitOutcome::Granted);
+                return Ok(Some(fence));
+            }
             Step::Busy => return Ok(None),
             Step::Again => continue,
             Step::Full(_) if table.sweep(now) > 0 => continue,
             Step::Full(share) => {
                 if let Some(fence) = leave(table, key, me) {
+                    stats::wait_ended(WaitOutcome::Granted);
                     return Ok(Some(fence));
                 }
                 return Err(match share {
@@ -254,7 +269,13 @@ fn wait_in_line(
             WAITING_ON.with(|w| *w.borrow_mut() = Some(req.key.to_string()));
         }
         if deadline.is_some_and(|d| now >= d) {
-            return Ok(if queued { leave(table, key, me) } else { None });
+            let granted = if queued { leave(table, key, me) } else { None };
+            stats::wait_ended(if granted.is_some() { WaitOutcome::Granted } else { WaitOutcome::TimedOut });
+            return Ok(granted);
+        }
+        if !waiting {
+            waiting = true;
+            stats::wait_started(true, req.key, req.owner, req.role);
         }
         let wake_at = deadline.map_or(until, |d| d.min(until));
         if queued {
@@ -316,6 +337,7 @@ fn hand_over_or_remove(t: &Table, key: &Key, entry: &mut Entry) -> i32 {
             Grantee { key: &key_text, database: w.database, owner: &owner, role: w.role, ttl: w.ttl };
         match grant(t, entry, &waiter, now) {
             Ok(fence) => {
+                stats::count_for(waiter.database, Counter::FastGrants);
                 w.state = State::Granted;
                 w.fence = fence;
                 return next;
@@ -385,6 +407,7 @@ pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, D
         if e.hold_count > 0 {
             return ((), NONE);
         }
+        stats::count(Counter::FastReleases);
         // The first in line gets it now; with nobody in line the entry goes at once, with its
         // share: released entries never wait for a sweep.
         ((), hand_over_or_remove(t, key, e))
@@ -429,6 +452,12 @@ pub struct Row {
     pub fence: i64,
     pub hold_count: i32,
     pub expires_at: Timestamp,
+}
+
+/// How full fast mode's table is: (entries of `database`, capacity), if preloaded.
+pub fn fill(database: u32) -> Option<(i64, i64)> {
+    let table = preloaded()?;
+    Some((table.quotas.held_by_database(database), capacity() as i64))
 }
 
 /// Every live fast lease of this database.

@@ -156,6 +156,11 @@ impl Quotas {
         })
     }
 
+    /// How many entries `database` holds (live, or expired and not yet swept or taken over).
+    pub(super) fn held_by_database(&self, database: u32) -> i64 {
+        self.locked(|| self.held(DATABASE | u64::from(database)))
+    }
+
     /// One entry of `role` in `database` fewer.
     pub(super) fn refund(&self, role: u32, database: u32) {
         self.locked(|| {

@@ -345,6 +345,7 @@ impl Table {
                 }
             }
             for (hash, role, database) in &dead {
+                crate::stats::count_for(*database, crate::stats::Counter::FastExpiries);
                 pg_sys::hash_search_with_hash_value(
                     self.hash,
                     hash as *const u64 as *const std::ffi::c_void,

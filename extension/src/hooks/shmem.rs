@@ -4,6 +4,7 @@
 //! settings are defined first.
 
 use crate::fast;
+use crate::stats;
 use crate::wait::{occupancy, slots};
 use pgrx::pg_sys;
 
@@ -21,6 +22,7 @@ unsafe extern "C-unwind" fn request() {
     slots::request();
     occupancy::request();
     fast::request();
+    stats::request();
 }
 
 #[pgrx::pg_guard]
@@ -34,6 +36,7 @@ unsafe extern "C-unwind" fn startup() {
     slots::startup();
     occupancy::startup();
     fast::startup();
+    stats::startup();
 }
 
 /// From `_PG_init`: while preloading, defines the server-start settings and chains the hooks

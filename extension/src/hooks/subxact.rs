@@ -4,6 +4,7 @@
 //! given back here finds everything done under it already undone.
 
 use crate::locks::{key, session, watch};
+use crate::stats;
 use crate::wait::{queue, slots, wakeups};
 use pgrx::pg_sys;
 
@@ -27,6 +28,7 @@ unsafe extern "C-unwind" fn on_subxact(
     wakeups::sub_end(sub, parent, commit);
     session::sub_end(sub, parent, commit);
     key::sub_end(sub, parent, commit);
+    stats::sub_end(sub, parent, commit);
 }
 
 /// Registers the callback; once, from `_PG_init`.

@@ -5,6 +5,7 @@
 use crate::fast;
 use crate::locks::{key, session, watch};
 use crate::pg::signals;
+use crate::stats;
 use crate::store::durability;
 use crate::wait::{free_waiters, queue, slots, wakeups};
 use dlock_core::DlockError;
@@ -51,6 +52,8 @@ fn commit() {
     session::at_end(true);
     // 6. The key locks are let go by PostgreSQL after this callback: forget our notes of them.
     key::at_end();
+    // 7. What this transaction did counts now.
+    stats::at_end(true);
 }
 
 fn abort(prepare: bool) {
@@ -64,6 +67,9 @@ fn abort(prepare: bool) {
     free_waiters::end_of_transaction();
     signals::reset();
     fast::reset();
+    // A wait that an error ended (cancel, timeout, hang-up) counts as such; the rest never happened.
+    stats::wait_ended(stats::WaitOutcome::Cancelled);
+    stats::at_end(false);
     wakeups::at_abort();
     durability::at_abort();
     if !prepare {

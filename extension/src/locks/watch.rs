@@ -123,6 +123,7 @@ pub fn is_watched(hash: u64) -> bool {
 /// Queues a NOTIFY on the key's channel in the open transaction (sent at commit, deduplicated).
 pub fn notify(hash: u64) {
     let channel = c_channel(hash);
+    crate::stats::count_at_commit(crate::stats::Counter::Notifications);
     // SAFETY: both strings are NUL-terminated and copied by Async_Notify.
     unsafe { Async_Notify(channel.as_ptr(), c"".as_ptr()) };
 }

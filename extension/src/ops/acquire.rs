@@ -19,6 +19,7 @@ use crate::pg::backend::now;
 use crate::pg::latch::{ensure_client_connected, sleep_until};
 use crate::pg::signals;
 use crate::pg::version::WaitEvent;
+use crate::stats::{self, WaitOutcome};
 use crate::wait::{queue, slots};
 use dlock_core::lease::{Blocker, Caller, Kind, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
@@ -66,6 +67,28 @@ pub fn acquire(
     if dropping::under_way() {
         return Err(DlockError::Dropping);
     }
+    // Counted as it ends: here when granted or timed out, by the transaction's abort when an
+    // error ends it.
+    stats::wait_started(false, key, caller.owner, caller.role);
+    let granted = wait_in_line(key, hash, caller, request, info, deadline);
+    match granted {
+        Ok(Some(_)) => stats::wait_ended(WaitOutcome::Granted),
+        Ok(None) => stats::wait_ended(WaitOutcome::TimedOut),
+        Err(_) => {}
+    }
+    granted
+}
+
+/// Joins the key's queue and waits at its head until granted (by a releaser, or itself) or
+/// `deadline`.
+fn wait_in_line(
+    key: &str,
+    hash: u64,
+    caller: &Caller,
+    request: &Request,
+    info: Option<&str>,
+    deadline: Option<Timestamp>,
+) -> Result<Option<i64>, DlockError> {
     // Preloaded, a TTL request goes into the wait table before it joins the queue, so that
     // whoever frees the key once we are at the head can grant it to us in their own transaction
     // (`ops::handoff::hand_over`) — even if they free it before this backend has run again

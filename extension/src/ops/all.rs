@@ -5,16 +5,17 @@
 //! has to wait joins every key's queue, in the same order, and watches them all from their heads.
 
 use crate::locks::{binding, dropping, key as keylock, liveness, session};
-use crate::ops::attempt::NotGranted;
+use crate::ops::attempt::{self, NotGranted};
 use crate::ops::bind_to_session;
 use crate::pg::backend::{my_pid, now};
 use crate::pg::latch::sleep_until;
 use crate::pg::signals;
 use crate::pg::spi;
 use crate::pg::version::WaitEvent;
+use crate::stats::{self, Counter};
 use crate::store::{self, sweep};
 use crate::wait::queue;
-use dlock_core::lease::{self, Acquire, Blocker, Caller, Request};
+use dlock_core::lease::{self, Acquire, Blocker, Caller, Lease, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
 use pgrx::pg_sys;
 
@@ -55,20 +56,38 @@ pub fn acquire_all(
     if dropping::under_way() {
         return Err(DlockError::Dropping);
     }
-    // Into every key's queue, in the global order, and wait at all their heads.
+    let what = format!("{} keys: {}", keys.len(), keys.join(", "));
+    stats::wait_started(false, &what, caller.owner, caller.role);
+    let granted = wait_in_lines(&order, keys.len(), caller, request, deadline);
+    match granted {
+        Ok(Some(_)) => stats::wait_ended(stats::WaitOutcome::Granted),
+        Ok(None) => stats::wait_ended(stats::WaitOutcome::TimedOut),
+        Err(_) => {}
+    }
+    granted
+}
+
+/// Joins every key's queue, in the global order, and waits at all their heads.
+fn wait_in_lines(
+    order: &[Key],
+    len: usize,
+    caller: &Caller,
+    request: &Request,
+    deadline: Option<Timestamp>,
+) -> Result<Option<Vec<i64>>, DlockError> {
     let mut joined = Vec::new();
-    for key in &order {
+    for key in order {
         if !queue::join(key.hash, deadline) {
             leave(&joined);
             return Ok(None);
         }
         joined.push(key.hash);
     }
-    let granted = heads_loop(&order, caller, request, deadline);
+    let granted = heads_loop(order, caller, request, deadline);
     if !matches!(granted, Ok(Some(_))) {
         leave(&joined);
     }
-    granted.map(|fences| fences.map(|f| in_callers_order(keys.len(), f)))
+    granted.map(|fences| fences.map(|f| in_callers_order(len, f)))
 }
 
 /// Leaves the queues joined so far.
@@ -119,11 +138,7 @@ fn attempt(
             match lease::acquire(&state, caller, request, now, queue_ahead) {
                 decision @ Acquire::Grant { .. } => {
                     // Deleted only if the whole set is granted: else this attempt writes nothing.
-                    let over: Vec<String> = rows
-                        .iter()
-                        .filter(|l| l.owner != caller.owner && !state.counts(l))
-                        .map(|l| l.owner.clone())
-                        .collect();
+                    let over: Vec<Lease> = rows.iter().filter(|l| !state.counts(l)).cloned().collect();
                     decisions.push((decision, my_pid(), over));
                 }
                 decision @ Acquire::Reenter { .. } => {
@@ -150,9 +165,13 @@ fn attempt(
         for (key, (decision, holder, over)) in order.iter().zip(decisions) {
             let fence = match decision {
                 Acquire::Grant { expires_at } => {
-                    for owner in &over {
-                        store::delete(spi, key.text, owner);
+                    for lease in &over {
+                        attempt::ended(key.text, lease, now);
+                        if lease.owner != caller.owner {
+                            store::delete(spi, key.text, &lease.owner);
+                        }
                     }
+                    stats::count_at_commit(Counter::Grants);
                     let fence = store::grant(
                         spi,
                         &store::NewLease {

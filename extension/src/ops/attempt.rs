@@ -7,6 +7,7 @@ use crate::locks::liveness;
 use crate::ops::bind_to_session;
 use crate::pg::backend::{my_pid, now};
 use crate::pg::spi;
+use crate::stats::{self, Counter};
 use crate::store::{self, sweep};
 use crate::wait::{queue, wakeups};
 use dlock_core::lease::{self, Acquire, Blocker, Caller, Kind, Request};
@@ -67,6 +68,7 @@ pub fn acquire(
                 Ok(fence)
             }
             Acquire::Reenter { fence, expires_at, bind_session } => {
+                stats::count_at_commit(Counter::Reentries);
                 let holder = state.of_owner(caller.owner).map_or(my_pid(), |l| l.holder_pid);
                 store::reenter(
                     spi,
@@ -130,8 +132,22 @@ pub fn clear_over(
     state: &lease::KeyState,
     caller: &Caller,
 ) {
-    for over in rows.iter().filter(|l| l.owner != caller.owner && !state.counts(l)) {
-        store::delete(spi, key, &over.owner);
+    let now = now();
+    for over in rows.iter().filter(|l| !state.counts(l)) {
+        ended(key, over, now);
+        if over.owner != caller.owner {
+            store::delete(spi, key, &over.owner);
+        }
+    }
+}
+
+/// Counts a lease that was over when its row went: it expired, or its session ended without
+/// freeing it (a crash).
+pub fn ended(key: &str, lease: &lease::Lease, now: Timestamp) {
+    if lease.is_session_bound() {
+        stats::count_at_commit(Counter::SessionEnds);
+    } else {
+        stats::expired(key, lease, now);
     }
 }
 
@@ -142,6 +158,7 @@ fn permits(max_holders: Option<i32>) -> String {
 /// After a new lease was written: bind it to the session if it is session-bound, tell an
 /// election's watchers of its new leader, and do our share of keeping the table small.
 fn granted(spi: &spi::Spi, fence: i64, hash: u64, request: &Request, now: Timestamp) {
+    stats::count_at_commit(Counter::Grants);
     if request.ttl.is_none() {
         bind_to_session(fence, hash);
     }

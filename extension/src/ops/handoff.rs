@@ -5,6 +5,7 @@
 use crate::locks::liveness;
 use crate::pg::backend::now;
 use crate::pg::spi::Spi;
+use crate::stats::{self, Counter};
 use crate::store;
 use crate::wait::{queue, slots};
 use dlock_core::lease::{self, Acquire, Caller, KeyState, Request};
@@ -49,5 +50,6 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
     };
     // The key usually has no row left now: the one-statement grant, straight to the table.
     let fence = store::try_grant(spi, &new).unwrap_or_else(|| store::grant(spi, &new));
+    stats::count_at_commit(Counter::Grants);
     slots::offer(ticket, fence);
 }

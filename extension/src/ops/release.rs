@@ -9,6 +9,7 @@ use crate::locks::session;
 use crate::ops::{handoff, standing};
 use crate::pg::backend::now;
 use crate::pg::{role, spi};
+use crate::stats::{self, Counter};
 use crate::store::{self, durability};
 use crate::wait::wakeups;
 use dlock_core::lease::{self, Kind, Lease, Release};
@@ -22,6 +23,7 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
         let now = now();
         let eligible = durability::release_eligible();
         if let Some(kind) = store::release_last_hold(spi, key, owner, role, now) {
+            stats::count_at_commit(Counter::Releases);
             freed(hash, kind);
             durability::released_if(eligible);
             handoff::hand_over(spi, key, hash, kind.is_shared());
@@ -39,6 +41,7 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
             }
             Release::Free => {
                 let lease = state.of_owner(owner).expect("a holder has a lease");
+                stats::count_at_commit(Counter::Releases);
                 free(spi, key, lease);
                 durability::released_if(eligible);
                 handoff::hand_over(spi, key, hash, lease.kind.is_shared());
@@ -68,6 +71,7 @@ pub fn release_all(owner: &str, role: u32) -> i32 {
             let state = liveness::state(&rows, now());
             match state.of_owner(owner).filter(|l| role_filter.is_none_or(|r| r == l.role)) {
                 Some(lease) => {
+                    stats::count_at_commit(Counter::Releases);
                     free(spi, &key, lease);
                     released.push((key, lease.kind));
                 }
@@ -99,15 +103,23 @@ pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
             return Ok(false);
         }
         let eligible = durability::release_eligible();
+        let now = now();
         for lease in &state.live {
+            let left = if lease.is_session_bound() {
+                "bound to its session".to_string()
+            } else {
+                format!("{:.3} s of its ttl left", (lease.expires_at - now) as f64 / 1e6)
+            };
             pgrx::log!(
-                "dlock: key {key:?} force-released by {} (owner {:?}, fence {}, role {}, {})",
+                "dlock: key {key:?} force-released by {} (owner {:?}, fence {}, role {}, {}, held for {:.3} s, {left})",
                 role::name(role),
                 lease.owner,
                 lease.fence,
                 role::name(lease.role),
-                lease.kind.mode()
+                lease.kind.mode(),
+                (now - lease.acquired_at) as f64 / 1e6,
             );
+            stats::count_at_commit(Counter::ForceReleases);
             free(spi, key, lease);
         }
         // The head may wait on the old holder's binding, which stays in place: poke it.

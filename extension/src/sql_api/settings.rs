@@ -105,6 +105,7 @@ pub fn define() {
             None,
         );
     }
+    crate::stats::define_settings();
 }
 
 /// The current `dlock.max_ttl` in microseconds. A second dlock library in this process reads it

@@ -15,6 +15,7 @@ use crate::locks::liveness;
 use crate::locks::session;
 use crate::pg::backend::now;
 use crate::pg::spi::Spi;
+use crate::stats::{self, Counter};
 use crate::store;
 use dlock_core::Timestamp;
 use dlock_core::key::key_hash;
@@ -68,10 +69,15 @@ fn reap(spi: &Spi, key: &str, owner: &str, since: Timestamp) {
     }
     let now = now().max(since);
     let rows = store::read(spi, key);
-    let dead = rows.iter().find(|l| l.owner == owner).is_some_and(|lease| {
+    let dead = rows.iter().find(|l| l.owner == owner).filter(|lease| {
         !liveness::is_live(lease, now) && (lease.is_session_bound() || lease.delay_ends() <= now)
     });
-    if dead {
+    if let Some(lease) = dead {
+        if lease.is_session_bound() {
+            stats::count_at_commit(Counter::SessionEnds);
+        } else {
+            stats::expired(key, lease, now);
+        }
         store::delete(spi, key, owner);
     } else {
         keylock::unlock_key(hash);

@@ -97,6 +97,7 @@ impl Handed {
     /// standbys can be cancelled (it then commits locally with a WARNING to *its* client), and
     /// it may run with a weaker `synchronous_commit` than ours.
     pub fn settle(self) -> i64 {
+        crate::stats::note_handed();
         // SAFETY: the WAL machinery's own waits, on a position of a committed record; a cancel
         // of the standby wait ends it with a WARNING, as for any commit.
         unsafe {
