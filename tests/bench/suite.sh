@@ -118,7 +118,12 @@ env_lines=(
 env_args=()
 for line in "${env_lines[@]}"; do env_args+=(--environment "$line"); done
 mkdir -p "$out"
+status=0
 "$bin" --pg "host=127.0.0.1 port=$port user=postgres dbname=postgres" \
-  --redis-port "$redis_port" "${etcd_args[@]}" --out "$out" "${env_args[@]}" "${extra_args[@]}"
+  --redis-port "$redis_port" "${etcd_args[@]}" --out "$out" "${env_args[@]}" "${extra_args[@]}" || status=$?
+stop_all
+# This release's targets, on a cluster of their own (a thousand connections), after the suite.
+bash "$root/tests/bench/targets.sh" "$out" || status=$?
 echo
-echo "bench: written to $out (results.md, results.json, *.png)"
+echo "bench: written to $out (results.md, results.json, *.png, targets.md)"
+exit "$status"

@@ -207,9 +207,15 @@ impl Session {
         }))
     }
 
-    /// How many sessions `dlock_locks` says wait on `key` (0 when the key has no live lease).
+    /// How many sessions `dlock_locks` says wait on `key` (0 when the key has no live lease);
+    /// every holder's row shows the same count.
     pub async fn waiters(&self, key: &str) -> Result<i32, Error> {
-        Ok(self.lease(key).await?.map_or(0, |row| row.waiters))
+        // Operators qualified: tests run this with shadow objects on the search_path too.
+        self.one(
+            "SELECT COALESCE(pg_catalog.max(waiters), 0) FROM dlock_locks WHERE key OPERATOR(pg_catalog.=) $1",
+            &[&key],
+        )
+        .await
     }
 
     /// How many other sessions watch `key` (hold its watch lock). Learns the key's hash by

@@ -54,6 +54,19 @@ pub fn lock_key_until(hash: u64, until: Option<Timestamp>) -> bool {
     held(hash, pg_sys::ExclusiveLock, got)
 }
 
+/// Takes the key lock in share mode, waiting no later than `deadline`: taking a key shared
+/// (without a semaphore's count) changes nothing another shared taker depends on, so shared
+/// takers proceed side by side, and anyone who takes the key exclusively waits for all of them.
+pub fn lock_key_shared_until(hash: u64, until: Option<Timestamp>) -> bool {
+    let got = deadline::acquire_until(&tag(Space::Key, hash), pg_sys::ShareLock, until);
+    held(hash, pg_sys::ShareLock, got)
+}
+
+/// Takes the key lock in share mode if no exclusive holder or waiter is in the way; never blocks.
+pub fn try_lock_key_shared(hash: u64) -> bool {
+    held(hash, pg_sys::ShareLock, tags::acquire(&tag(Space::Key, hash), pg_sys::ShareLock, false, false))
+}
+
 /// Takes the key lock in share mode: the key cannot change hands until this transaction ends.
 pub fn share_key(hash: u64) {
     held(hash, pg_sys::ShareLock, tags::acquire(&tag(Space::Key, hash), pg_sys::ShareLock, false, true));
@@ -64,9 +77,11 @@ pub fn unshare_key(hash: u64) {
     let_go(hash, pg_sys::ShareLock);
 }
 
-/// Gives back one hold of the key lock before commit; only when nothing was changed under it.
+/// Gives back the latest hold of the key lock (in whichever mode it was taken) before commit;
+/// only when nothing was changed under it.
 pub fn unlock_key(hash: u64) {
-    let_go(hash, pg_sys::ExclusiveLock);
+    let mode = HELD.with(|h| h.borrow().iter().rev().find(|(held, _)| *held == hash).map(|&(_, mode)| mode));
+    let_go(hash, mode.unwrap_or(pg_sys::ExclusiveLock));
 }
 
 /// The transaction ended: PostgreSQL lets its key locks go.

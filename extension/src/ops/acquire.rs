@@ -15,6 +15,7 @@
 use crate::locks::{binding, dropping, key as keylock, session};
 use crate::ops::attempt;
 use crate::ops::attempt::NotGranted;
+use crate::ops::locking::{self, Locking};
 use crate::pg::backend::now;
 use crate::pg::latch::{ensure_client_connected, sleep_until};
 use crate::pg::signals;
@@ -51,13 +52,16 @@ pub fn acquire(
         request.kind == Kind::Exclusive && queue::is_occupied(hash) && !attempt::holds_own(key, caller);
     // A try never blocks on a key another transaction is changing; a wait first waits for that
     // transaction, so that the holder's own reentry is recognised and never queues.
-    let keyed = !behind_others
-        && if try_only { keylock::try_lock_key(hash) } else { keylock::lock_key_until(hash, deadline) };
+    let locking = Locking::of(key, hash, caller.owner, request);
+    let keyed = !behind_others && locking.take(deadline, try_only);
     if keyed {
         match attempt::acquire(key, hash, caller, request, info, false) {
-            Ok(fence) => return Ok(Some(fence)),
-            Err(NotGranted::Refused(error)) => return Err(error),
-            Err(NotGranted::Busy(_)) => {}
+            Ok(fence) => return Ok(Some(granted(key, caller, &locking, fence))),
+            Err(NotGranted::Refused(error)) => {
+                locking.after_nothing_changed();
+                return Err(error);
+            }
+            Err(NotGranted::Busy(_)) => locking.after_nothing_changed(),
         }
     }
     if try_only || !(keyed || behind_others) {
@@ -152,18 +156,25 @@ fn head_loop(
             sleep_until([deadline, Some(expiry)].into_iter().flatten().min(), WaitEvent::DlockLease.id());
             continue;
         }
-        if !keylock::lock_key_until(hash, deadline) {
+        let locking = Locking::of(key, hash, caller.owner, request);
+        if !locking.take(deadline, false) {
             return Ok(None);
         }
         // Holding the key lock, no hand-off is in flight: a grant to us has committed or not.
         if published && let slots::Answer::Granted(handed) = slots::answer() {
-            keylock::unlock_key(hash);
+            locking.give_back();
             return Ok(Some(handed.settle()));
         }
         let blocker = match attempt::acquire(key, hash, caller, request, info, true) {
-            Ok(fence) => return Ok(Some(fence)),
-            Err(NotGranted::Refused(error)) => return Err(error),
-            Err(NotGranted::Busy(blocker)) => blocker,
+            Ok(fence) => return Ok(Some(granted(key, caller, &locking, fence))),
+            Err(NotGranted::Refused(error)) => {
+                locking.after_nothing_changed();
+                return Err(error);
+            }
+            Err(NotGranted::Busy(blocker)) => {
+                locking.after_nothing_changed();
+                blocker
+            }
         };
         let now = now();
         if deadline.is_some_and(|d| now >= d) {
@@ -192,6 +203,15 @@ fn head_loop(
             Blocker::Queue => sleep_until(deadline, lease),
         }
     }
+}
+
+/// A grant (or reentry) under `locking`: a shared lease taken with share-mode locks is noted, so
+/// that its release can take them the same way.
+fn granted(key: &str, caller: &Caller, locking: &Locking, fence: i64) -> i64 {
+    if locking.shares() {
+        locking::note_shared(key, caller.owner);
+    }
+    fence
 }
 
 /// Whether this call runs in a transaction of its own statement, not in a subtransaction.

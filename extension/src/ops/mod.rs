@@ -9,6 +9,7 @@ pub mod attempt;
 pub mod election;
 pub mod fence;
 pub mod handoff;
+pub mod locking;
 pub mod release;
 pub mod renew;
 pub mod wait_free;

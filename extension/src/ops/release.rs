@@ -6,23 +6,42 @@
 use crate::locks::key as keylock;
 use crate::locks::liveness;
 use crate::locks::session;
+use crate::ops::locking::{self, Locking};
 use crate::ops::{handoff, standing};
 use crate::pg::backend::now;
 use crate::pg::{role, spi};
 use crate::stats::{self, Counter};
 use crate::store::{self, durability};
-use crate::wait::wakeups;
+use crate::wait::{queue, wakeups};
 use dlock_core::lease::{self, Kind, Lease, Release};
 use dlock_core::{DlockError, key::key_hash};
 
 /// `dlock_release`: whether the caller held the lease (one hold given back).
 pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
     let hash = key_hash(key);
+    // A shared lease this session took, with nobody waiting for the key (so nothing to hand
+    // over): released with share-mode locks, beside other shared holders' releases.
+    if locking::take_shared(key, owner) && !queue::is_occupied(hash) {
+        let locks = Locking::shared_release(key, hash, owner);
+        locks.take(None, false);
+        let released = spi::connect(|spi| {
+            let eligible = durability::release_eligible();
+            let kind = store::release_last_hold(spi, key, owner, role, now(), Some(Kind::Shared))?;
+            stats::count_at_commit(Counter::Releases);
+            freed(hash, kind);
+            durability::released_if(eligible);
+            Some(())
+        });
+        if released.is_some() {
+            return Ok(true);
+        }
+        locks.give_back();
+    }
     keylock::lock_key(hash);
     spi::connect(|spi| {
         let now = now();
         let eligible = durability::release_eligible();
-        if let Some(kind) = store::release_last_hold(spi, key, owner, role, now) {
+        if let Some(kind) = store::release_last_hold(spi, key, owner, role, now, None) {
             stats::count_at_commit(Counter::Releases);
             freed(hash, kind);
             durability::released_if(eligible);

@@ -21,7 +21,7 @@ impl<T> Pending<T> {
         self.changes.push((change, sub));
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
         self.changes.iter().map(|(c, _)| c)
     }
 

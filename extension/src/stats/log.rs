@@ -10,9 +10,19 @@ use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 static LOG_MIN_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static TRACK: GucSetting<bool> = GucSetting::<bool>::new(true);
 
-/// Defines `dlock.log_min_wait` (from `_PG_init`, with the other settings).
+/// Defines `dlock.log_min_wait` and `dlock.track_stats` (from `_PG_init`, with the other
+/// settings).
 pub fn define_settings() {
+    GucRegistry::define_bool_guc(
+        c"dlock.track_stats",
+        c"Counts what dlock does in dlock_stats (preloaded only).",
+        c"Like track_counts: off, nothing is counted (the benchmark measures what counting costs).",
+        &TRACK,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"dlock.log_min_wait",
         c"Logs every dlock wait that took at least this long (-1: none).",
@@ -24,6 +34,11 @@ pub fn define_settings() {
         GucContext::Suset,
         GucFlags::UNIT_MS,
     );
+}
+
+/// `dlock.track_stats`. (A second dlock library counts nothing anyway.)
+pub fn tracking() -> bool {
+    TRACK.get()
 }
 
 /// `dlock.log_min_wait`, if set. (A second dlock library reads the setting by name.)

@@ -347,7 +347,13 @@ pub fn try_insert(new: &NewLease) -> Result<Option<i64>, Fallback> {
 
 /// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
 /// lease it deleted.
-pub fn delete_last_hold(key: &str, owner: &str, role: u32, now: Timestamp) -> Result<Option<Kind>, Fallback> {
+pub fn delete_last_hold(
+    key: &str,
+    owner: &str,
+    role: u32,
+    now: Timestamp,
+    only: Option<Kind>,
+) -> Result<Option<Kind>, Fallback> {
     let table = Table::open()?;
     let deleted = table.with_row(key, Some(owner), |row| {
         let slot = row?;
@@ -358,7 +364,7 @@ pub fn delete_last_hold(key: &str, owner: &str, role: u32, now: Timestamp) -> Re
             && expires_at.is_some_and(|e| e > now && e < INFINITY)
             && column::<String>(slot, KEY).as_deref() == Some(key);
         let kind = column::<i8>(slot, KIND).and_then(|code| Kind::from_code(code as u8))?;
-        if !ours {
+        if !ours || only.is_some_and(|only| only != kind) {
             return None;
         }
         // SAFETY: the row we just read; nobody else writes it (we hold its key lock).

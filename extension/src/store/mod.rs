@@ -30,11 +30,19 @@ pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
     direct::try_insert(new).unwrap_or_else(|direct::Fallback| statements::try_grant(spi, new))
 }
 
-/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
-/// lease it deleted. Directly on the table when it can, else by SQL.
-pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> Option<Kind> {
-    direct::delete_last_hold(key, owner, role, now)
-        .unwrap_or_else(|direct::Fallback| statements::release_last_hold(spi, key, owner, role, now))
+/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it (and it is of
+/// kind `only`, if given); the kind of the lease it deleted. Directly on the table when it can,
+/// else by SQL.
+pub fn release_last_hold(
+    spi: &Spi,
+    key: &str,
+    owner: &str,
+    role: u32,
+    now: Timestamp,
+    only: Option<Kind>,
+) -> Option<Kind> {
+    direct::delete_last_hold(key, owner, role, now, only)
+        .unwrap_or_else(|direct::Fallback| statements::release_last_hold(spi, key, owner, role, now, only))
 }
 
 /// (key, owner) of the rows on a random heap page whose TTL and lock-delay ran out by `now`:

@@ -64,9 +64,9 @@ static TRY_GRANT: Statement = Statement {
 static RELEASE_LAST_HOLD: Statement = Statement {
     sql: "DELETE FROM dlock_internal.lease \
           WHERE key = $1 AND owner = $2 AND role = $3 AND hold_count = 1 \
-            AND expires_at > $4 AND expires_at < 'infinity' \
+            AND expires_at > $4 AND expires_at < 'infinity' AND ($5 IS NULL OR kind = $5) \
           RETURNING kind",
-    args: &[TEXT, TEXT, OID, TSTZ],
+    args: &[TEXT, TEXT, OID, TSTZ, CHAR],
 };
 
 static REENTER: Statement = Statement {
@@ -165,9 +165,9 @@ mod release_010 {
     pub static RELEASE_LAST_HOLD: Statement = Statement {
         sql: "DELETE FROM dlock_internal.lease \
               WHERE key = $1 AND owner = $2 AND role = $3 AND hold_count = 1 \
-                AND expires_at > $4 AND expires_at < 'infinity' \
+                AND expires_at > $4 AND expires_at < 'infinity' AND ($5 IS NULL OR $5 = 'x') \
               RETURNING 'x'::pg_catalog.\"char\"",
-        args: &[TEXT, TEXT, OID, TSTZ],
+        args: &[TEXT, TEXT, OID, TSTZ, CHAR],
     };
 
     pub static EXPIRED_ON_PAGE: Statement = Statement {
@@ -285,11 +285,19 @@ pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
 
 /// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
 /// lease it deleted.
-pub fn release_last_hold(spi: &Spi, key: &str, owner: &str, role: u32, now: Timestamp) -> Option<Kind> {
+pub fn release_last_hold(
+    spi: &Spi,
+    key: &str,
+    owner: &str,
+    role: u32,
+    now: Timestamp,
+    only: Option<Kind>,
+) -> Option<Kind> {
+    let only = only.map(|kind| kind.code() as i8);
     query(
         spi,
         shaped(&RELEASE_LAST_HOLD, &release_010::RELEASE_LAST_HOLD),
-        &[arg(key), arg(owner), arg(Oid::from(role)), arg(now)],
+        &[arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(only)],
         |row| Kind::from_code(required::<i8>(row, 1, "kind") as u8),
     )
     .pop()

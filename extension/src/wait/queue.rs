@@ -59,7 +59,7 @@ pub fn join(hash: u64, deadline: Option<Timestamp>) -> bool {
         // The newest entry of this key that is not at a head is this join.
         let this = |e: &Entry| e.hash == hash && !e.head.get();
         if joined {
-            if let Some(e) = mine.iter().filter(|e| this(e)).last() {
+            if let Some(e) = mine.iter().rfind(|e| this(e)) {
                 e.head.set(true);
             }
         } else {

@@ -82,21 +82,29 @@ async fn run(args: Args) -> Result<()> {
     let mut skip = |workload: &str, contender: Contender, why: &str| {
         skipped.push(Skip { workload: workload.into(), contender: contender.label().into(), why: why.into() })
     };
+    let mut failed = Failures(Vec::new());
     let mut uncontended = Vec::new();
     let mut ceiling = Vec::new();
     for &clients in &args.clients {
         // Interleaved: every contender at this client count, then the next count.
         for contender in ALL.into_iter().filter(|&c| servers.has(c)) {
             let prefix = format!("bench:{run}:u:{clients}:{contender:?}");
-            let p = workloads::uncontended(contender, &servers, clients, args.seconds, &prefix).await?;
+            let what = format!("1. uncontended, {clients} clients");
+            let outcome = workloads::uncontended(contender, &servers, clients, args.seconds, &prefix).await;
+            let Some(p) = failed.record(&what, contender.label(), outcome) else { continue };
             eprintln!(
                 "bench: {} × {clients}: {:.0}/s, p50 {:.0} µs",
                 p.contender, p.per_second, p.latency.p50_us
             );
             uncontended.push(p);
+            failed.clean(&servers).await;
         }
         for then_select in [false, true] {
-            let p = workloads::ceiling(&servers, clients, args.seconds, then_select).await?;
+            let outcome = workloads::ceiling(&servers, clients, args.seconds, then_select).await;
+            let Some(p) = failed.record(&format!("1. ceiling, {clients} clients"), "PostgreSQL", outcome)
+            else {
+                continue;
+            };
             eprintln!("bench: {} × {clients}: {:.0}/s", p.contender, p.per_second);
             ceiling.push(p);
         }
@@ -105,9 +113,12 @@ async fn run(args: Args) -> Result<()> {
     for &clients in &args.contended_clients {
         for contender in contended::CONTENDERS.into_iter().filter(|&c| servers.has(c)) {
             let key = format!("bench:{run}:c:{clients}:{contender:?}");
-            let p = contended::run(contender, &servers, clients, args.seconds, &key).await?;
+            let outcome = contended::run(contender, &servers, clients, args.seconds, &key).await;
+            let what = format!("2. contended, {clients} clients");
+            let Some(p) = failed.record(&what, contender.label(), outcome) else { continue };
             eprintln!("bench: one key, {} × {clients}: {:.0} grants/s", p.contender, p.per_second);
             contended.push(p);
+            failed.clean(&servers).await;
         }
     }
     let mut renewals = Vec::new();
@@ -115,9 +126,12 @@ async fn run(args: Args) -> Result<()> {
         [Contender::DlockSql, Contender::DlockFast, Contender::Naive, Contender::Redis, Contender::Etcd];
     for contender in renewing.into_iter().filter(|&c| servers.has(c)) {
         let prefix = format!("bench:{run}:r:{contender:?}");
-        let p = workloads::renewals(contender, &servers, 8, args.renew_leases, args.seconds, &prefix).await?;
+        let outcome =
+            workloads::renewals(contender, &servers, 8, args.renew_leases, args.seconds, &prefix).await;
+        let Some(p) = failed.record("3. renewals", contender.label(), outcome) else { continue };
         eprintln!("bench: renew {}: {:.0}/s", p.contender, p.per_second);
         renewals.push(p);
+        failed.clean(&servers).await;
     }
     if !servers.has(Contender::Etcd) {
         for workload in ["1. uncontended", "2. contended", "3. renewals"] {
@@ -125,8 +139,8 @@ async fn run(args: Args) -> Result<()> {
         }
     }
     // Churn first, while the table has only seen the workloads above: whether it stays small.
-    let samples =
-        workloads::churn(&servers, args.churn_keys, args.churn_step, &format!("bench:{run}")).await?;
+    let outcome = workloads::churn(&servers, args.churn_keys, args.churn_step, &format!("bench:{run}")).await;
+    let samples = failed.record("4. churn", Contender::DlockSql.label(), outcome).unwrap_or_default();
     let (first, last) = (samples.first(), samples.last());
     let churn = Churn {
         keys: last.map_or(0, |s| s.keys),
@@ -145,11 +159,19 @@ async fn run(args: Args) -> Result<()> {
     );
     let mut scale = Vec::new();
     for &live in &args.live {
-        let p = workloads::with_live_leases(&servers, live, args.samples, &format!("bench:{run}:s")).await?;
+        let outcome =
+            workloads::with_live_leases(&servers, live, args.samples, &format!("bench:{run}:s")).await;
+        let Some(p) =
+            failed.record(&format!("4. scale, {live} live leases"), Contender::DlockSql.label(), outcome)
+        else {
+            continue;
+        };
         eprintln!("bench: {}: p50 {:.0} µs", p.contender, p.latency.p50_us);
         scale.push(p);
     }
-    workloads::with_live_leases(&servers, 0, 10, &format!("bench:{run}:clean")).await?;
+    let outcome = workloads::with_live_leases(&servers, 0, 10, &format!("bench:{run}:clean")).await;
+    failed.record("4. scale, clean up", Contender::DlockSql.label(), outcome);
+    failed.clean(&servers).await;
     skip(
         "4. scale and churn",
         Contender::DlockFast,
@@ -162,7 +184,7 @@ async fn run(args: Args) -> Result<()> {
     );
     let mut storm = Vec::new();
     for contender in [Contender::DlockSql, Contender::DlockFast] {
-        let s = workloads::expiry_storm(
+        let outcome = workloads::expiry_storm(
             contender,
             &servers,
             args.storm_leases,
@@ -171,9 +193,11 @@ async fn run(args: Args) -> Result<()> {
             args.storm_seconds,
             &format!("bench:{run}:{contender:?}"),
         )
-        .await?;
+        .await;
+        let Some(s) = failed.record("5. expiry storm", contender.label(), outcome) else { continue };
         eprintln!("bench: expiry storm of {} leases, {}", s.leases, s.contender);
         storm.push(s);
+        failed.clean(&servers).await;
     }
     skip(
         "5. expiry storm",
@@ -252,6 +276,7 @@ async fn run(args: Args) -> Result<()> {
         ratios,
         targets,
         skipped,
+        failed: failed.0,
     };
 
     std::fs::create_dir_all(&args.out)?;
@@ -295,6 +320,43 @@ async fn run(args: Args) -> Result<()> {
     std::fs::write(args.out.join("results.md"), &md)?;
     print!("{md}");
     Ok(())
+}
+
+/// The workloads that failed: each is reported and the run goes on without it.
+struct Failures(Vec<Skip>);
+
+impl Failures {
+    /// The workload's result, or `None` after noting its error.
+    fn record<T>(&mut self, workload: &str, contender: &str, outcome: Result<T>) -> Option<T> {
+        match outcome {
+            Ok(value) => Some(value),
+            Err(e) => {
+                eprintln!("bench: {workload}, {contender} FAILED: {e}");
+                self.0.push(Skip {
+                    workload: workload.into(),
+                    contender: contender.into(),
+                    why: e.to_string(),
+                });
+                None
+            }
+        }
+    }
+
+    /// The next workload starts from a clean state: every lease an earlier one left (durable
+    /// and fast) released, as an administrator.
+    async fn clean(&mut self, servers: &Servers) {
+        let outcome = async {
+            let pg = contenders::pg_connect(&servers.pg_url).await?;
+            pg.batch_execute(
+                "SELECT count(dlock_force_release(key)) FROM (SELECT DISTINCT key FROM dlock_locks) AS k; \
+                 SELECT count(dlock_fast_release(key, owner)) FROM dlock_fast_locks()",
+            )
+            .await?;
+            Ok::<_, Error>(())
+        }
+        .await;
+        self.record("clean-up between workloads", "PostgreSQL", outcome);
+    }
 }
 
 #[tokio::main]

@@ -21,6 +21,8 @@ pub(crate) struct Results {
     pub(crate) targets: Vec<Target>,
     /// Contenders left out of a workload, and why.
     pub(crate) skipped: Vec<Skip>,
+    /// Workloads that failed (the run went on without them), and their errors.
+    pub(crate) failed: Vec<Skip>,
 }
 
 #[derive(Serialize)]
@@ -281,6 +283,13 @@ pub(crate) fn markdown(r: &Results) -> String {
         let _ = writeln!(md, "## Not run\n\n| workload | contender | why |\n|---|---|---|");
         for s in &r.skipped {
             let _ = writeln!(md, "| {} | {} | {} |", s.workload, s.contender, s.why);
+        }
+        md.push('\n');
+    }
+    if !r.failed.is_empty() {
+        let _ = writeln!(md, "## Failed\n\n| workload | contender | error |\n|---|---|---|");
+        for s in &r.failed {
+            let _ = writeln!(md, "| {} | {} | {} |", s.workload, s.contender, s.why.replace('|', "/"));
         }
         md.push('\n');
     }

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# The targets of this release, measured side by side with pgbench on one throwaway cluster
+# (dlock preloaded, durable defaults, max_connections 1100), each as a ratio against what it is
+# stated against, in one run:
+#   primitives  readers sharing one hot key vs exclusive pairs on distinct keys (>= 0.8), with
+#               pg_advisory_lock_shared as the floor; dlock_acquire_all's cost per key vs
+#               single acquires;
+#   hot keys    one key, every client waiting, at 8/32/128 clients: fast mode vs
+#               pg_advisory_lock (>= 0.8) and its own 8-client figure (>= 0.8); durable vs one
+#               client's durable commits (>= 0.8) and vs a chain of durable commits handed from
+#               client to client (the same hand-off inside PostgreSQL); 1,000 parked waiters'
+#               CPU (< 1 % of a core, durable and fast); the cache rebuild: 1,000 clients in
+#               dlock_wait_free, from the builder's release to the last one's return (<= 50 ms),
+#               beside 1,000 serial grants;
+#   pairs       the durable uncontended pair at 8 and 64 clients vs the two-statement bound
+#               (>= 0.9) and vs a hand-written lock table of two prepared statements (>= 1.5);
+#   counters    dlock's pairs/s at 8 clients with dlock.track_stats off and on (cost <= 2 %).
+# A workload that fails is reported as failed; the others still run. Writes targets.md into
+# the directory given (default $BUILD/bench/targets-<timestamp>).
+#
+#   BENCH_SECONDS=5 bash tests/bench/targets.sh [OUT_DIR]
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+set -uo pipefail
+trap - ERR
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$root/build}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+pg_bin=$("$PG_CONFIG" --bindir)
+seconds=${BENCH_SECONDS:-5}
+cluster="$BUILD/bench-targets-cluster"
+cluster_sh="$root/tests/scripts/cluster.sh"
+scripts="$root/tests/bench/pgbench/targets"
+out=${1:-$BUILD/bench/targets-$(date -u +%Y%m%dT%H%M%SZ)}
+report="$out/targets.md"
+work=$(mktemp -d)
+mkdir -p "$out"
+
+stop_cluster() { bash "$cluster_sh" stop "$cluster" fast >/dev/null 2>&1; rm -rf "$work"; }
+bash "$cluster_sh" destroy "$cluster" >/dev/null 2>&1
+trap stop_cluster EXIT
+eval "$(env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" \
+  "shared_preload_libraries = 'dlock'" \
+  "dlock.fast_max_ttl = 20" \
+  "fsync = on" "synchronous_commit = on" "full_page_writes = on" \
+  "max_connections = 1100" \
+  "shared_buffers = 512MB" "wal_buffers = 64MB" "max_wal_size = 8GB" "checkpoint_timeout = 30min")"
+psql_() { "$pg_bin/psql" -X -q -At -v ON_ERROR_STOP=1 -d postgres "$@"; }
+psql_ -c "CREATE EXTENSION dlock" -f "$root/tests/bench/peers/naive_table_lock.sql" -c "
+  CREATE TABLE ceiling (id int PRIMARY KEY, v bigint NOT NULL DEFAULT 0);
+  INSERT INTO ceiling SELECT g FROM generate_series(1, 1000) g;
+  CREATE TABLE hand_lock (key text PRIMARY KEY, owner text NOT NULL, expires_at timestamptz NOT NULL);
+  CREATE TABLE rebuild_log (client int, free boolean, at timestamptz);"
+# The fast-mode lock-delay after start: no fast key is granted for dlock.fast_max_ttl.
+sleep 21
+
+failures=()
+declare -A tps
+
+# Runs pgbench with script $2 at $3 clients for $seconds; records its tps as tps[$1].
+bench() {
+  local name=$1 script=$2 clients=$3 extra=${4:-}
+  local jobs=$((clients < 2 ? 1 : 2))
+  # shellcheck disable=SC2086
+  if "$pg_bin/pgbench" -n -M prepared -c "$clients" -j "$jobs" -T "$seconds" $extra -f "$scripts/$script" postgres \
+    >"$work/$name.out" 2>&1; then
+    tps[$name]=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$name.out")
+    printf 'bench: %-32s %10.0f/s\n' "$name" "${tps[$name]}"
+  else
+    failures+=("$name: $(tail -3 "$work/$name.out" | tr '\n' ' ')")
+    echo "bench: $name FAILED (see below)" >&2
+  fi
+}
+
+# Clean state between workloads: no lease, no fast lease (released as an administrator), no waiter.
+clean() {
+  psql_ -c "SELECT count(dlock_force_release(key)) FROM (SELECT DISTINCT key FROM dlock_locks) k" \
+        -c "SELECT count(dlock_fast_release(key, owner)) FROM dlock_fast_locks()" >/dev/null 2>&1 || true
+}
+
+ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || b == 0) print ""; else printf "%.2f", a / b }'; }
+
+rows=()
+# target description, measured ratio, bar (>= x or <= x)
+target() {
+  local what=$1 value=$2 bar=$3 met
+  if [ -z "$value" ]; then met="not measured"; else
+    met=$(awk -v v="$value" -v b="${bar#* }" -v op="${bar% *}" 'BEGIN { if ((op == ">=" && v >= b) || (op == "<=" && v <= b)) print "met"; else print "not met" }')
+  fi
+  rows+=("| $what | ${value:-–} | $bar | $met |")
+}
+
+echo "bench: primitives"
+clean; bench shared_hot shared_hot.sql 8
+clean; bench exclusive_distinct exclusive_distinct.sql 8
+clean; bench advisory_shared advisory_shared.sql 8
+for n in 1 4 16; do
+  clean; bench "all_$n" "acquire_all_$n.sql" 8
+  clean; bench "singles_$n" "singles_$n.sql" 8
+done
+
+echo "bench: hot keys"
+clean; bench commit_1 commit.sql 1
+for c in 8 32 128; do
+  clean; bench "chain_$c" chain.sql "$c"
+  clean; bench "advisory_hot_$c" advisory_hot.sql "$c"
+  clean; bench "fast_hot_$c" fast_hot.sql "$c"
+  clean; bench "durable_hot_$c" durable_hot.sql "$c"
+done
+
+echo "bench: uncontended pairs"
+for c in 8 64; do
+  clean; bench "bound_$c" two_statements.sql "$c"
+  clean; bench "hand_$c" hand_table.sql "$c"
+  clean; bench "naive_functions_$c" naive_functions.sql "$c"
+  clean; bench "dlock_pair_$c" dlock_pair.sql "$c"
+done
+
+echo "bench: counters"
+for round in 1 2 3; do
+  psql_ -c "ALTER SYSTEM SET dlock.track_stats = off" -c "SELECT pg_reload_conf()" >/dev/null
+  clean; bench "untracked_$round" dlock_pair.sql 8
+  psql_ -c "ALTER SYSTEM SET dlock.track_stats = on" -c "SELECT pg_reload_conf()" >/dev/null
+  clean; bench "tracked_$round" dlock_pair.sql 8
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+tracked=$(median "${tps[tracked_1]:-}" "${tps[tracked_2]:-}" "${tps[tracked_3]:-}")
+untracked=$(median "${tps[untracked_1]:-}" "${tps[untracked_2]:-}" "${tps[untracked_3]:-}")
+
+# Backend CPU (utime + stime, in clock ticks) of every process of the cluster.
+cluster_ticks() {
+  local pm; pm=$(head -1 "$cluster/data/postmaster.pid")
+  { echo "$pm"; pgrep -P "$pm"; } | while read -r pid; do
+    awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null
+  done | awk '{ s += $1 } END { print s + 0 }'
+}
+hz=$(getconf CLK_TCK)
+
+# 1,000 waiters parked on a held key for 10 s: CPU of the whole cluster, in % of one core.
+parked() {
+  local name=$1 hold=$2 script=$3
+  clean
+  psql_ -c "$hold" >/dev/null || { failures+=("$name: could not take the key"); return; }
+  "$pg_bin/pgbench" -n -c 1000 -j 2 -t 1 -f "$scripts/$script" postgres >"$work/$name.out" 2>&1 &
+  local pgbench_pid=$!
+  for _ in $(seq 120); do
+    [ "$(psql_ -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type IN ('Extension', 'Lock') AND query LIKE '%''parked''%'")" -ge 1000 ] && break
+    sleep 0.5
+  done
+  sleep 2
+  local before after
+  before=$(cluster_ticks); sleep 10; after=$(cluster_ticks)
+  cpu[$name]=$(awk -v t=$((after - before)) -v hz="$hz" 'BEGIN { printf "%.2f", 100 * t / hz / 10 }')
+  echo "bench: $name: ${cpu[$name]} % of a core"
+  psql_ -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE query LIKE '%''parked''%' AND pid <> pg_backend_pid()" >/dev/null
+  wait "$pgbench_pid" 2>/dev/null
+  clean
+}
+declare -A cpu
+echo "bench: parked waiters"
+parked parked_durable "SELECT dlock_acquire('parked', 'holder', '1 hour')" parked_durable.sql
+parked parked_fast "SELECT dlock_fast_acquire('parked', 'holder', '20 s')" parked_fast.sql
+
+# The cache rebuild: 1,000 clients wait for the builder's key to be free; it releases after 1 s.
+rebuild() {
+  local name=$1 script=$2
+  clean
+  psql_ -c "TRUNCATE rebuild_log" -c "SELECT dlock_acquire('cache', 'builder', '1 hour')" >/dev/null
+  "$pg_bin/pgbench" -n -c 1000 -j 2 -t 1 -f "$scripts/$script" postgres >"$work/$name.out" 2>&1 &
+  local pgbench_pid=$!
+  for _ in $(seq 120); do
+    [ "$(psql_ -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%rebuild_log%' AND state = 'active'")" -ge 1000 ] && break
+    sleep 0.5
+  done
+  sleep 1
+  local released
+  released=$(psql_ -c "SELECT dlock_release('cache', 'builder')" -c "SELECT extract(epoch FROM clock_timestamp())")
+  released=$(echo "$released" | tail -1)
+  wait "$pgbench_pid" 2>/dev/null
+  local last
+  last=$(psql_ -c "SELECT extract(epoch FROM max(at)) FROM rebuild_log")
+  done_n=$(psql_ -c "SELECT count(*) FROM rebuild_log")
+  ms[$name]=$(awk -v a="$last" -v b="$released" 'BEGIN { if (a == "" || b == "") print ""; else printf "%.1f", (a - b) * 1000 }')
+  echo "bench: $name: $done_n clients, last one ${ms[$name]} ms after the release"
+  [ "$done_n" = 1000 ] || failures+=("$name: only $done_n of 1000 clients answered")
+}
+declare -A ms
+echo "bench: cache rebuild"
+rebuild rebuild_wait_free rebuild_wait_free.sql
+rebuild rebuild_serial rebuild_serial.sql
+
+{
+  echo "# Targets of release 0.2.0"
+  echo
+  echo "$(nproc) vCPUs; PostgreSQL $(psql_ -c 'SHOW server_version'), dlock preloaded, fsync and synchronous_commit on;"
+  echo "pgbench -M prepared, ${seconds} s per point, every point of a table measured in this run."
+  echo
+  echo "| target | measured | bar | |"
+  echo "|---|---:|---|---|"
+  target "shared readers on one hot key / exclusive pairs on distinct keys, 8 clients" "$(ratio "${tps[shared_hot]:-}" "${tps[exclusive_distinct]:-}")" ">= 0.8"
+  for c in 8 32 128; do
+    target "fast mode, one hot key / pg_advisory_lock, $c clients" "$(ratio "${tps[fast_hot_$c]:-}" "${tps[advisory_hot_$c]:-}")" ">= 0.8"
+  done
+  target "fast mode, one hot key, 128 clients / 8 clients" "$(ratio "${tps[fast_hot_128]:-}" "${tps[fast_hot_8]:-}")" ">= 0.8"
+  for c in 8 32 128; do
+    target "durable, one hot key / one client's durable commits, $c clients" "$(ratio "${tps[durable_hot_$c]:-}" "${tps[commit_1]:-}")" ">= 0.8"
+  done
+  target "1,000 parked durable waiters, % of one core" "${cpu[parked_durable]:-}" "<= 1"
+  target "1,000 parked fast waiters, % of one core" "${cpu[parked_fast]:-}" "<= 1"
+  target "cache rebuild: builder's release to the last of 1,000 waiters, ms" "${ms[rebuild_wait_free]:-}" "<= 50"
+  for c in 8 64; do
+    target "durable uncontended pair / two-statement bound, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[bound_$c]:-}")" ">= 0.9"
+    target "durable uncontended pair / hand-written lock table, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[hand_$c]:-}")" ">= 1.5"
+  done
+  target "pairs/s with counters / without, 8 clients (median of 3)" "$(ratio "$tracked" "$untracked")" ">= 0.98"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "## Hot keys: grants/s (one key, every client waiting)"
+  echo
+  echo "| clients | durable dlock | fast mode | pg_advisory_lock | chain of durable commits | durable / chain |"
+  echo "|---:|---:|---:|---:|---:|---:|"
+  for c in 8 32 128; do
+    printf '| %s | %.0f | %.0f | %.0f | %.0f | %s |\n' "$c" "${tps[durable_hot_$c]:-0}" "${tps[fast_hot_$c]:-0}" \
+      "${tps[advisory_hot_$c]:-0}" "${tps[chain_$c]:-0}" "$(ratio "${tps[durable_hot_$c]:-}" "${tps[chain_$c]:-}")"
+  done
+  printf '\nOne client'"'"'s durable commits: %.0f/s. The chain: each client takes pg_advisory_xact_lock and updates a row in one statement, so the lock passes on at its durable commit.\n' "${tps[commit_1]:-0}"
+  echo
+  echo "## Primitives"
+  echo
+  printf '| workload | pairs/s |\n|---|---:|\n'
+  printf '| readers: dlock_acquire_shared + dlock_release, one key, 8 clients | %.0f |\n' "${tps[shared_hot]:-0}"
+  printf '| exclusive: dlock_acquire + dlock_release, a key per client, 8 clients | %.0f |\n' "${tps[exclusive_distinct]:-0}"
+  printf '| floor: pg_advisory_lock_shared + unlock, one key, 8 clients | %.0f |\n' "${tps[advisory_shared]:-0}"
+  echo
+  printf '| keys | dlock_acquire_all + releases, keys/s | single acquires + releases, keys/s | all / singles |\n|---:|---:|---:|---:|\n'
+  for n in 1 4 16; do
+    a=$(awk -v t="${tps[all_$n]:-0}" -v n="$n" 'BEGIN { printf "%.0f", t * n }')
+    s=$(awk -v t="${tps[singles_$n]:-0}" -v n="$n" 'BEGIN { printf "%.0f", t * n }')
+    printf '| %s | %s | %s | %s |\n' "$n" "$a" "$s" "$(ratio "$a" "$s")"
+  done
+  echo
+  echo "## Uncontended pairs/s (a key per client)"
+  echo
+  echo "| clients | dlock | two-statement bound | hand-written table (prepared statements) | lock table in SQL functions |"
+  echo "|---:|---:|---:|---:|---:|"
+  for c in 8 64; do
+    printf '| %s | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_pair_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[hand_$c]:-0}" "${tps[naive_functions_$c]:-0}"
+  done
+  echo
+  printf 'Counters: %.0f pairs/s with dlock.track_stats on, %.0f off (medians of 3 interleaved runs, 8 clients).\n' "${tracked:-0}" "${untracked:-0}"
+  printf 'Cache rebuild beside it: 1,000 serial grants finished %s ms after the release.\n' "${ms[rebuild_serial]:-–}"
+  if [ ${#failures[@]} -gt 0 ]; then
+    echo
+    echo "## Failed workloads"
+    echo
+    for f in "${failures[@]}"; do echo "- $f"; done
+  fi
+} >"$report"
+cat "$report"
+echo "bench: targets written to $report"
+[ ${#failures[@]} -eq 0 ]
