@@ -18,7 +18,7 @@ BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
 export PG_CONFIG PG_BIN PGRX_VERSION BUILD PG18_HOME
 
-.PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration \
+.PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus \
         bench bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
@@ -66,7 +66,7 @@ demo: install
 
 # On 15 (the default), the whole suite, then on 18 the SQL-level suites and the multi-session
 # integration tests; `make test PG=18` runs the whole suite on 18.
-test: test-unit test-pg test-regress test-isolation test-integration test-chaos
+test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus
 ifeq ($(PG),15)
 	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-regress test-isolation test-integration
 	@$(MAKE) --no-print-directory test-package
@@ -96,6 +96,11 @@ test-isolation: install
 # throwaway clusters they start themselves.
 test-integration: install
 	$(CARGO) test -p dlock-tests -p dlock --features dlock/cli --no-fail-fast -- --test-threads=4
+
+# dlock's metrics through a real Prometheus: the postgres-exporter queries of docs/deploy/prometheus,
+# `dlock metrics`, the measured rate against a rate-limited workload, and a tested alert rule.
+test-prometheus: install
+	@bash tests/scripts/prometheus-test.sh
 
 bench-sql: install
 	@bash tests/bench/sql.sh

@@ -6,6 +6,7 @@
 //! in layers that call one way:
 //!
 //! - `sql_api`: the SQL functions: argument checks, the caller's identity, error reports;
+//!   `workers`: the background worker PostgreSQL starts for dlock (elections' expiries);
 //! - `ops`: the operations: take the key lock, read, decide, write, wait;
 //! - `hooks`: where PostgreSQL calls back: transaction and subtransaction ends, session exit,
 //!   shared memory at server start;
@@ -26,6 +27,7 @@ mod sql_api;
 mod stats;
 mod store;
 mod wait;
+mod workers;
 
 ::pgrx::pg_module_magic!(name, version);
 

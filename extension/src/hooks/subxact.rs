@@ -5,7 +5,7 @@
 
 use crate::locks::{key, session, watch};
 use crate::stats;
-use crate::wait::{queue, slots, wakeups};
+use crate::wait::{elections, queue, slots, wakeups};
 use pgrx::pg_sys;
 
 #[pgrx::pg_guard]
@@ -29,6 +29,7 @@ unsafe extern "C-unwind" fn on_subxact(
     session::sub_end(sub, parent, commit);
     key::sub_end(sub, parent, commit);
     stats::sub_end(sub, parent, commit);
+    elections::sub_end(sub, parent, commit);
 }
 
 /// Registers the callback; once, from `_PG_init`.

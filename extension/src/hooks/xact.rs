@@ -7,7 +7,7 @@ use crate::locks::{key, session, watch};
 use crate::pg::signals;
 use crate::stats;
 use crate::store::durability;
-use crate::wait::{free_waiters, queue, slots, wakeups};
+use crate::wait::{elections, free_waiters, queue, slots, wakeups};
 use dlock_core::DlockError;
 use pgrx::pg_sys;
 
@@ -52,8 +52,9 @@ fn commit() {
     session::at_end(true);
     // 6. The key locks are let go by PostgreSQL after this callback: forget our notes of them.
     key::at_end();
-    // 7. What this transaction did counts now.
+    // 7. What this transaction did counts now; a new election leader's expiry gets watched.
     stats::at_end(true);
+    elections::at_commit();
 }
 
 fn abort(prepare: bool) {
@@ -70,6 +71,7 @@ fn abort(prepare: bool) {
     // A wait that an error ended (cancel, timeout, hang-up) counts as such; the rest never happened.
     stats::wait_ended(stats::WaitOutcome::Cancelled);
     stats::at_end(false);
+    elections::at_abort();
     wakeups::at_abort();
     durability::at_abort();
     if !prepare {

@@ -28,6 +28,9 @@ pub enum Space {
     /// Per key hash, transaction-scoped, share: sessions in `dlock_wait_free`, woken together
     /// by whoever frees the key (`wait/free_waiters.rs`).
     FreeWait = 0x6b06,
+    /// One per database (id 0), session-scoped, exclusive: held by the background worker that
+    /// announces elections' leaders whose lease expired (`workers/election_watch.rs`).
+    ElectionWatch = 0x6b07,
 }
 
 /// The lock tag of `id` (a key hash or a fence) in `space`, in this database.

@@ -164,6 +164,9 @@ fn granted(spi: &spi::Spi, fence: i64, hash: u64, request: &Request, now: Timest
     }
     if request.kind == Kind::Leader {
         wakeups::notify_at_commit(hash);
+        if request.ttl.is_some() {
+            crate::wait::elections::wake_at_commit();
+        }
     }
     sweep::after_grant(spi, now);
 }

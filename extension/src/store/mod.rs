@@ -16,7 +16,7 @@ use dlock_core::lease::Kind;
 
 pub use row::NewLease;
 pub use statements::{
-    all, decrement, delete, grant, keys_of_owner, reenter, session_bound_keys, set_expiry, waiters,
+    all, decrement, delete, grant, keys_of_owner, leaders, reenter, session_bound_keys, set_expiry, waiters,
 };
 
 /// Every row of `key`, in fence order: directly from the table when it can, else by SQL.

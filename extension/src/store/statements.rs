@@ -110,6 +110,12 @@ static EXPIRED_ON_PAGE: Statement = Statement {
     args: &[INT8, TSTZ],
 };
 
+// Every election's leader with a TTL (a handful of rows at most: one per election).
+static LEADERS: Statement = Statement {
+    sql: "SELECT key, fence, expires_at FROM dlock_internal.lease WHERE kind = 'e' AND expires_at < 'infinity'",
+    args: &[],
+};
+
 // The partial index on session-bound rows makes this a short scan from `$1` on.
 static SESSION_BOUND_KEYS: Statement = Statement {
     sql: "SELECT key, owner, fence FROM dlock_internal.lease \
@@ -354,6 +360,16 @@ pub fn session_bound_keys(spi: &Spi, after: &str, limit: i64) -> Vec<(String, St
             required::<String>(row, 2, "owner"),
             required::<i64>(row, 3, "fence"),
         )
+    })
+}
+
+/// (election, term, expires_at) of every leader with a TTL, live or expired.
+pub fn leaders(spi: &Spi) -> Vec<(String, i64, Timestamp)> {
+    if relation::relations().is_some_and(|r| r.shape == relation::Shape::Release010) {
+        return Vec::new();
+    }
+    query(spi, &LEADERS, &[], |row| {
+        (required::<String>(row, 1, "key"), required::<i64>(row, 2, "fence"), required::<Timestamp>(row, 3, "expires_at"))
     })
 }
 

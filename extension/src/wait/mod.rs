@@ -4,6 +4,7 @@
 //! wake-ups a freeing transaction sends at commit. The waiting
 //! algorithm itself is an operation (`ops/acquire.rs`).
 
+pub mod elections;
 pub mod free_waiters;
 pub mod occupancy;
 pub mod queue;

@@ -1,0 +1,59 @@
+//! The election watch: a background worker of one database (started on demand by the commit of
+//! a leader's grant with a TTL, `wait/elections.rs`) that sleeps until the next leader's
+//! expiry and, when a leader's lease ran out with nobody taking over, NOTIFYs the election's
+//! watchers, as a resignation would. It holds the database's watch lock for its life (a second
+//! one started by a race leaves at once), is woken by every new leader, and ends ten seconds
+//! after the last leader with a TTL is gone, or at DROP EXTENSION.
+
+use crate::locks::tags;
+use crate::ops::election;
+use crate::pg::backend::now;
+use crate::store::relation;
+use crate::wait::elections;
+use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
+use pgrx::pg_sys;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+/// How long the worker stays without any leader with a TTL before it ends (short: while it is
+/// connected, a DROP DATABASE without FORCE waits for it).
+const IDLE_US: i64 = 10_000_000;
+/// The longest it sleeps between rounds (a renewal moves an expiry later, never earlier).
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// The worker's entry point; `arg` is the database's OID.
+#[pgrx::pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn dlock_election_watch_main(arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let database = pg_sys::Oid::from(arg.value() as u32);
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
+    let claimed = BackgroundWorker::transaction(|| {
+        tags::acquire(&elections::watcher_lock(), pg_sys::ExclusiveLock, true, false)
+    });
+    if !claimed {
+        return;
+    }
+    let mut announced = HashMap::new();
+    let mut idle_since = None;
+    loop {
+        // (The map is the worker's own; an error ends the worker, so it is never seen torn.)
+        let round = BackgroundWorker::transaction(AssertUnwindSafe(|| {
+            relation::relations().map(|_| election::announce_expired(&mut announced))
+        }));
+        // The extension was dropped: nothing left to watch.
+        let Some((next, any)) = round else { return };
+        let now = now();
+        if any {
+            idle_since = None;
+        } else if now - *idle_since.get_or_insert(now) >= IDLE_US {
+            return;
+        }
+        let sleep = next
+            .map_or(MAX_SLEEP, |at| Duration::from_micros((at - now).max(0) as u64 + 1_000).min(MAX_SLEEP));
+        if !BackgroundWorker::wait_latch(Some(sleep)) {
+            return;
+        }
+    }
+}
