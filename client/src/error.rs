@@ -37,9 +37,32 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// The connection string could not be understood.
+    /// TLS could not be set up with the server: its certificate could not be verified (unknown
+    /// issuer, wrong host name, expired), or it does not offer TLS although `sslmode` requires it.
+    #[error("TLS: {message}")]
+    Tls {
+        /// What happened, for people.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The connection string could not be understood (or a file it names could not be read).
     #[error("bad connection configuration: {0}")]
     Config(String),
+    /// The dlock extension is not installed in the database the client connects to.
+    #[error(
+        "the dlock extension is not installed in database {database:?} \
+         (CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock;)"
+    )]
+    NotInstalled {
+        /// The database connected to.
+        database: String,
+    },
+    /// The client cannot do this in its mode (e.g. a session-bound lease through a transaction
+    /// pooler).
+    #[error("not supported: {0}")]
+    Unsupported(String),
     /// The wait elapsed before the key became free.
     #[error("timed out waiting for the lock")]
     Timeout,
@@ -90,9 +113,10 @@ impl Error {
         }
     }
 
-    /// Whether retrying the same call later may succeed: connection trouble, but not a refusal.
+    /// Whether retrying the same call later may succeed: connection trouble (a TLS failure on
+    /// a new connection included: the client connected before), but not a refusal.
     pub(crate) fn is_transient(&self) -> bool {
-        matches!(self, Error::Connection { .. })
+        matches!(self, Error::Connection { .. } | Error::Tls { .. })
     }
 
     fn connection(message: String, source: Box<dyn std::error::Error + Send + Sync>) -> Error {
@@ -103,6 +127,9 @@ impl Error {
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
         let Some(db) = e.as_db_error() else {
+            if let Some(message) = tls_failure(&e) {
+                return Error::Tls { message, source: Some(Box::new(e)) };
+            }
             // No SQLSTATE: I/O, a closed connection, a protocol error.
             return Error::connection(e.to_string(), Box::new(e));
         };
@@ -128,6 +155,57 @@ impl From<tokio_postgres::Error> for Error {
         } else {
             Error::Database(message)
         }
+    }
+}
+
+/// What went wrong setting up TLS, if that is what `e` is about: rustls' verdict (it is
+/// wrapped in an `io::Error`, whose `source()` skips it, so it is looked for by hand), or
+/// tokio-postgres' own (a server that does not offer TLS).
+fn tls_failure(e: &tokio_postgres::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(error) = cause {
+        let rustls = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .or_else(|| error.downcast_ref::<rustls::Error>());
+        match rustls {
+            Some(rustls::Error::InvalidCertificate(why)) => {
+                return Some(format!(
+                    "the server's certificate could not be verified: {}",
+                    certificate_error(why)
+                ));
+            }
+            Some(other) => return Some(format!("the TLS handshake failed: {other}")),
+            None => cause = error.source(),
+        }
+    }
+    // tokio-postgres' message for its TLS errors (it has no kind to ask for); its reason is
+    // the error's source.
+    let message = e.to_string();
+    if !message.starts_with("error performing TLS handshake") {
+        return None;
+    }
+    Some(match std::error::Error::source(e) {
+        Some(reason) => format!("{message}: {reason}"),
+        None => message,
+    })
+}
+
+/// Why a certificate was refused, in words where rustls has none of its own.
+fn certificate_error(error: &rustls::CertificateError) -> String {
+    match error {
+        rustls::CertificateError::UnknownIssuer => {
+            "it is not signed by a certificate authority of sslrootcert (UnknownIssuer)".into()
+        }
+        // A self-signed server certificate marked CA:TRUE given as its own root (OpenSSL's
+        // `req -x509` default): WebPKI takes no CA certificate as a server's.
+        rustls::CertificateError::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            "the server presents a CA certificate as its own (CaUsedAsEndEntity): give the server a \
+             certificate signed by the CA in sslrootcert (a self-signed one must not be marked CA:TRUE)"
+                .into()
+        }
+        other => other.to_string(),
     }
 }
 

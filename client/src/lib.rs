@@ -46,24 +46,68 @@
 //!   ([`LockBuilder::server_queue`], or plain SQL) come first. Expiry needs no notification:
 //!   the server says when the blocking lease runs out. Clients from [`Client::from_pool`] have
 //!   no listener and wait on the server, one pooled connection per waiter
-//!   ([`Client::from_pool_with_listener`] gives them one).
+//!   ([`Client::from_pool_with_listener`] gives them one). Behind a transaction pooler waits
+//!   retry instead (see below).
 //! - **Time** is the server's: `expires_at` is the server's clock; the watchdog keeps a local
 //!   monotonic deadline that never runs later than the server's expiry.
+//! - **The extension's schema.** The client finds the schema dlock is installed in (once per
+//!   client, on first use) and calls it qualified (`"dlock".dlock_acquire(...)`), so a
+//!   `public.dlock_acquire` planted by someone who may create objects in `public` captures
+//!   nothing. Install it in a schema of its own: `CREATE SCHEMA dlock; CREATE EXTENSION dlock
+//!   SCHEMA dlock;`. Where it is not installed, every call is [`Error::NotInstalled`].
+//! - **TLS** follows libpq's `sslmode` (`disable`, `prefer` — the default —, `require`,
+//!   `verify-ca`, `verify-full`) and `sslrootcert`, from the connection string or `PGSSLMODE`
+//!   and `PGSSLROOTCERT` (see [`ClientBuilder`]), for the pool and the listener alike. A
+//!   certificate that cannot be verified is [`Error::Tls`].
+//!
+//! # Behind a transaction pooler
+//!
+//! Behind pgbouncer with `pool_mode = transaction` (or any pooler that lends a server
+//! connection per transaction), say so: `Client::builder(url).pooler(PoolerMode::Transaction)`,
+//! or `dlock_pooler=transaction` in the connection string. In the default mode the client
+//! fails there: its named prepared statements are run on server connections that never saw
+//! them (SQLSTATE 26000), and the LISTEN its waits rely on stays on whichever server connection
+//! ran it, so releases go unnoticed.
+//!
+//! What you get in this mode:
+//! - every call is one unnamed statement sent with its parameter types, in one round trip:
+//!   nothing is prepared or left behind on the server connection;
+//! - waits hold no server connection: the head of the client's local line for a key tries
+//!   (`dlock_try_acquire` with no settle time), and while the key is busy sleeps between tries
+//!   — from 10 ms, doubling, with a random half, up to
+//!   [`ClientBuilder::max_poll_interval`] (250 ms) — never past the blocking lease's expiry,
+//!   which the server tells; a thousand waiters cost the pooler no more server connections
+//!   than the tries in flight;
+//! - guards, fences, the watchdog's renewals, releases, `with_lock` and fast-mode leases work
+//!   as usual (every call queues in the pooler like any other: size its pool so that renewals
+//!   get through well within a ttl).
+//!
+//! What you lose:
+//! - prompt wake-ups: a release is noticed at the next try, up to the longest pause later
+//!   (and each waiting key costs the server a few tries per second);
+//! - session-bound leases ([`LockBuilder::session_bound`]): refused with
+//!   [`Error::Unsupported`], since the lease's session would be whichever server connection the
+//!   pooler lent, which neither ends with the client nor carries its later calls;
+//! - waits in the server's queue ([`LockBuilder::server_queue`]), and with them strict arrival
+//!   order across clients: refused with [`Error::Unsupported`], since each would hold one of
+//!   the pooler's server connections, and enough of them leave none for the holders' releases
+//!   (a deadlock until leases expire). Between clients the first to try after a release wins;
+//!   within a client, its waiters of a key still go in arrival order;
+//! - a little speed per call: statements are parsed and planned each time.
 
 #![warn(missing_docs)]
 
-mod builder;
 mod client;
+mod connect;
 mod error;
-mod guard;
+mod lock;
 mod sql;
 mod waiting;
-mod watchdog;
 
-pub use builder::{DEFAULT_TTL, LockBuilder};
-pub use client::{Client, DEFAULT_POOL_SIZE, IntoLockBuilder};
+pub use client::{Client, ClientBuilder, DEFAULT_POOL_SIZE, Expiry, IntoLockBuilder, LiveLease};
+pub use connect::PoolerMode;
 /// The connection pool crate, re-exported for [`Client::from_pool`].
 pub use deadpool_postgres;
 pub use error::{Error, ServerMessage};
-pub use guard::{Guard, Lease, LockInfo};
+pub use lock::{DEFAULT_TTL, Guard, Lease, LockBuilder, LockInfo};
 pub use tokio_util::sync::CancellationToken;

@@ -7,6 +7,11 @@ use std::time::{Duration, Instant};
 
 use dlock_tests::{Cluster, Session, eventually, key, within};
 use serde_json::Value;
+use tokio::sync::OnceCell;
+
+#[path = "common/tls.rs"]
+mod tls;
+use tls::TlsCluster;
 
 /// The superuser's URL of the shared cluster.
 fn url() -> String {
@@ -15,12 +20,19 @@ fn url() -> String {
 
 /// `dlock --database-url <shared cluster> args…`, untouched by the caller's environment.
 fn dlock(args: &[&str]) -> tokio::process::Command {
+    dlock_at(&url(), args)
+}
+
+/// `dlock --database-url <url> args…`, untouched by the caller's environment.
+fn dlock_at(url: &str, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dlock"));
     command
         .env_remove("DLOCK_OWNER")
         .env_remove("DATABASE_URL")
+        .env_remove("PGSSLMODE")
+        .env_remove("PGSSLROOTCERT")
         .arg("--database-url")
-        .arg(url())
+        .arg(url)
         .args(args)
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -35,8 +47,12 @@ struct Outcome {
 }
 
 async fn call(args: &[&str]) -> Outcome {
+    finished(dlock(args)).await
+}
+
+async fn finished(mut command: tokio::process::Command) -> Outcome {
     let output =
-        within(Duration::from_secs(20), "dlock finishes", dlock(args).output()).await.expect("dlock runs");
+        within(Duration::from_secs(20), "dlock finishes", command.output()).await.expect("dlock runs");
     Outcome {
         code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -215,4 +231,87 @@ async fn sigterm_to_run_is_forwarded_and_the_lease_released_after() {
     let status = within(Duration::from_secs(5), "run ends with its command", run.wait()).await.unwrap();
     assert_eq!(status.code(), Some(143), "the command died of the forwarded SIGTERM");
     assert!(admin.lease(&k).await.unwrap().is_none(), "released once the command ended");
+}
+
+/// Runs `dlock --database-url <url>` with `args` and the `list --json` row of `key` after.
+async fn acquire_and_list_at(url: &str, k: &str) -> Value {
+    let out = finished(dlock_at(url, &["acquire", k, "--owner", "cli-elsewhere", "--ttl", "30s"])).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let fence: i64 = out.stdout.trim().parse().expect("acquire prints the fence");
+    let out = finished(dlock_at(url, &["list", "--json"])).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let rows: Value = serde_json::from_str(&out.stdout).expect("list --json prints JSON");
+    let row = rows.as_array().unwrap().iter().find(|row| row["key"] == k).cloned().expect("listed");
+    assert_eq!(row["fence"].as_i64(), Some(fence));
+    let out = finished(dlock_at(url, &["renew", k, "--owner", "cli-elsewhere", "--ttl", "1m"])).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let out = finished(dlock_at(url, &["release", k, "--owner", "cli-elsewhere"])).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    row
+}
+
+#[tokio::test]
+async fn the_extension_in_a_schema_of_its_own_is_found_past_shadows_in_public() {
+    let db = "cli_schema_own";
+    admin().await.batch_execute(&format!("CREATE DATABASE {db}")).await.unwrap();
+    let session = Cluster::shared().connect_db("postgres", db).await;
+    session
+        .batch_execute(
+            "CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock; \
+             CREATE FUNCTION public.captured() RETURNS bigint LANGUAGE plpgsql \
+                 AS $$ BEGIN RAISE EXCEPTION 'captured by a shadow in public'; END $$; \
+             CREATE FUNCTION public.dlock_acquire(text, text, interval, interval) RETURNS bigint \
+                 LANGUAGE sql AS 'SELECT public.captured()'; \
+             CREATE FUNCTION public.dlock_release(text, text) RETURNS boolean \
+                 LANGUAGE sql AS 'SELECT public.captured() > 0'; \
+             CREATE VIEW public.dlock_locks AS SELECT 'shadow'::text AS key, public.captured() AS fence;",
+        )
+        .await
+        .unwrap();
+    let url = format!("postgresql://postgres@127.0.0.1:{}/{db}", Cluster::shared().port());
+    let k = key("cli_schema_own", "k");
+    acquire_and_list_at(&url, &k).await;
+}
+
+#[tokio::test]
+async fn a_database_without_the_extension_exits_70_saying_so() {
+    let db = "cli_schema_missing";
+    admin().await.batch_execute(&format!("CREATE DATABASE {db}")).await.unwrap();
+    let url = format!("postgresql://postgres@127.0.0.1:{}/{db}", Cluster::shared().port());
+    for args in [&["list"][..], &["acquire", "k", "--owner", "o"]] {
+        let out = finished(dlock_at(&url, args)).await;
+        assert_eq!(out.code, Some(70), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("not installed in database \"cli_schema_missing\""), "{}", out.stderr);
+    }
+}
+
+/// The TLS cluster of this test binary.
+async fn served() -> &'static TlsCluster {
+    static CLUSTER: OnceCell<TlsCluster> = OnceCell::const_new();
+    CLUSTER.get_or_init(|| TlsCluster::start("cli-tls")).await
+}
+
+#[tokio::test]
+async fn the_cli_connects_with_sslmode_verify_full_from_the_url_or_the_environment() {
+    let tls = served().await;
+    let verified = tls.url("127.0.0.1", &format!("sslmode=verify-full sslrootcert={}", tls.ca.display()));
+    acquire_and_list_at(&verified, &key("cli_tls", "url")).await;
+
+    // PGSSLMODE and PGSSLROOTCERT, as with psql.
+    let plain_url = tls.url("127.0.0.1", "");
+    let mut command = dlock_at(&plain_url, &["list"]);
+    command.env("PGSSLMODE", "verify-full").env("PGSSLROOTCERT", &tls.ca);
+    let out = finished(command).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+
+    // The wrong CA: exit 70, saying the certificate could not be verified.
+    let mut command = dlock_at(&plain_url, &["list"]);
+    command.env("PGSSLMODE", "verify-full").env("PGSSLROOTCERT", &tls.other_ca);
+    let out = finished(command).await;
+    assert_eq!(out.code, Some(70), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("certificate could not be verified"), "stderr: {}", out.stderr);
+    let wrong = tls.url("127.0.0.1", &format!("sslmode=verify-full sslrootcert={}", tls.other_ca.display()));
+    let out = finished(dlock_at(&wrong, &["acquire", "k", "--owner", "o"])).await;
+    assert_eq!(out.code, Some(70), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("certificate could not be verified"), "stderr: {}", out.stderr);
 }

@@ -1,19 +1,23 @@
 //! Fast-mode leases through the client (`LockBuilder::fast`, a server that preloads dlock):
 //! the guard takes, renews, checks and releases a `dlock_fast_*` lease; fast and durable keys
-//! are separate key spaces; what the server would refuse is refused before sending.
+//! are separate key spaces; what the server would refuse is refused before sending; in the
+//! transaction-pooler mode a fast wait retries instead of waiting on the server.
 
 use std::time::{Duration, Instant};
 
-use dlock_client::{Client, Error};
+use dlock_client::{Client, Error, PoolerMode};
 use dlock_tests::{Cluster, key, within};
 
+fn cluster() -> &'static Cluster {
+    Cluster::shared_named("client-fast", &["shared_preload_libraries = 'dlock'", "dlock.fast_max_ttl = 2"])
+}
+
+fn url() -> String {
+    format!("host=127.0.0.1 port={} user=postgres dbname=postgres", cluster().port())
+}
+
 fn client() -> Client {
-    let cluster = Cluster::shared_named(
-        "client-fast",
-        &["shared_preload_libraries = 'dlock'", "dlock.fast_max_ttl = 2"],
-    );
-    Client::connect_lazy(&format!("host=127.0.0.1 port={} user=postgres dbname=postgres", cluster.port()))
-        .expect("client config")
+    Client::connect_lazy(&url()).expect("client config")
 }
 
 /// A fast lock on `key`, once the server's lock-delay after its start is over.
@@ -70,4 +74,43 @@ async fn what_fast_mode_cannot_take_is_refused_before_sending() {
     // 257 bytes is a fine durable key.
     let durable = client.lock("k".repeat(257)).try_acquire().await.unwrap().expect("durable key");
     assert!(durable.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn in_transaction_pooler_mode_a_fast_wait_retries_instead_of_waiting_on_the_server() {
+    let k = key("client_fast", "retried");
+    let app = "client_fast_retried";
+    let waiter = Client::builder(&format!("{} application_name={app}", url()))
+        .pooler(PoolerMode::Transaction)
+        .max_poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let guard = fast_guard(&client(), &k, Duration::from_secs(2)).await;
+    let attempt = {
+        let (waiter, k) = (waiter.clone(), k.clone());
+        tokio::spawn(async move {
+            waiter.lock(&k).fast().ttl(Duration::from_secs(2)).wait(Duration::from_secs(10)).acquire().await
+        })
+    };
+    // While it waits, none of its backends sleeps in the server.
+    let observer = cluster().connect().await;
+    for _ in 0..20 {
+        let sleeping: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+                  WHERE application_name = $1 AND state = 'active' AND wait_event_type = 'Extension'",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(sleeping, 0, "a fast wait sat in the server");
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    assert!(!attempt.is_finished(), "the key is held");
+    let fence = guard.fence();
+    assert!(guard.release().await.unwrap());
+    let next = within(Duration::from_secs(5), "the retrying fast waiter", attempt).await.unwrap().unwrap();
+    assert!(next.fence() > fence);
+    assert!(next.release().await.unwrap());
 }

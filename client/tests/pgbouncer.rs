@@ -1,5 +1,7 @@
 //! The Rust client behind pgbouncer (1.18) in transaction pooling mode (issue 7).
 //!
+//! In the default mode ([`PoolerMode::Session`]) the client fails there, as the first tests
+//! document:
 //! - The client prepares its statements once per pooled connection (named prepared statements,
 //!   `prepare_cached`). Through transaction pooling a statement prepared on one server
 //!   connection is later run on another, which has never heard of it: the call fails with
@@ -11,11 +13,17 @@
 //!   2 s re-check when the holder is session-bound — not when the key is released.
 //! - A session-bound guard's connection is a connection to pgbouncer, not the lease's session:
 //!   closing it does not end the lease.
+//!
+//! In [`PoolerMode::Transaction`] (`Client::builder(url).pooler(..)`, or `dlock_pooler=transaction`
+//! in the URL) the same scenarios pass: nothing is prepared, waits retry and notice a release
+//! within the longest pause between tries, and session-bound leases (and waits in the server's
+//! queue, which would hold server connections) are refused up front.
+//! Many waiters through a small pool: `pgbouncer_waiters.rs`.
 
 use std::time::Duration;
 
 use dlock_client::deadpool_postgres::tokio_postgres::{self, SimpleQueryMessage};
-use dlock_client::{Client, Error};
+use dlock_client::{Client, Error, PoolerMode};
 use dlock_tests::{CLOCK_SLACK, Cluster, Pgbouncer, Session, eventually, key, wait_for_watchers, within};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -175,4 +183,127 @@ async fn a_session_bound_guard_closing_its_connection_to_pgbouncer_leaves_the_le
 
 async fn release_as(session: &Session, key: &str, owner: &str) -> bool {
     session.release(key, owner).await.expect("dlock_release")
+}
+
+/// A client through the pooler in transaction mode, pausing at most 100 ms between tries.
+async fn transaction_client(bouncer: &Pgbouncer) -> Client {
+    Client::builder(&bouncer.url())
+        .pooler(PoolerMode::Transaction)
+        .max_poll_interval(Duration::from_millis(100))
+        .connect()
+        .await
+        .expect("connect through pgbouncer")
+}
+
+#[tokio::test]
+async fn in_transaction_mode_nothing_is_prepared_so_any_server_connection_serves_any_call() {
+    const T: &str = "client_pgbouncer_tx_prepared";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 2).await;
+    let observer = cluster.connect().await;
+    let client = transaction_client(&bouncer).await;
+    let (k1, k2) = (key(T, "k1"), key(T, "k2"));
+
+    // The same dance as in session mode: the first acquire runs on server connection 2...
+    let (pin1, pid1) = pin_a_server_connection(&bouncer).await;
+    let guard = client.lock(&k1).watchdog(false).acquire().await.expect("acquire on one server connection");
+    assert_ne!(observer.lease(&k1).await.unwrap().expect("held").holder_pid, Some(pid1));
+    // ...and the second on server connection 1, which never saw a statement of the client.
+    let (pin2, _pid2) = pin_a_server_connection(&bouncer).await;
+    commit(&pin1).await;
+    let second =
+        client.lock(&k2).watchdog(false).acquire().await.expect("an acquire on the other server connection");
+    let holder = observer.lease(&k2).await.unwrap().expect("held").holder_pid;
+    assert_eq!(holder, Some(pid1), "ran where nothing was prepared");
+    assert!(second.renew().await.unwrap().is_some());
+    assert!(second.holds().await.unwrap());
+    commit(&pin2).await;
+    assert!(second.release().await.unwrap());
+    assert!(guard.release().await.unwrap(), "released wherever it runs");
+    assert_eq!(observer.lease(&k1).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn in_transaction_mode_a_waiting_acquire_notices_the_release_long_before_the_expiry() {
+    const T: &str = "client_pgbouncer_tx_wait_ttl";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let observer = cluster.connect().await;
+    let k = key(T, "k");
+    let holder =
+        direct_client(cluster).await.lock(&k).ttl(SECOND * 6).watchdog(false).acquire().await.unwrap();
+    let expires_at = observer.lease(&k).await.unwrap().expect("held").expires_at.expect("a ttl lease");
+
+    let waiter = transaction_client(&bouncer).await;
+    let kw = k.clone();
+    let wait =
+        tokio::spawn(async move { waiter.lock(&kw).ttl(SECOND * 30).wait(SECOND * 60).acquire().await });
+    // Give the waiter time to find the key busy (it watches nothing: there is nothing to see).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!wait.is_finished(), "the key is held");
+    let released_at = observer.server_now().await.unwrap();
+    assert!(holder.release().await.unwrap());
+
+    let guard = within(PROMPTLY, "the waiter is granted", wait).await.unwrap().expect("granted");
+    let acquired_at = observer.lease(&k).await.unwrap().expect("held by the waiter").acquired_at;
+    assert!(acquired_at >= released_at - CLOCK_SLACK);
+    assert!(
+        acquired_at < expires_at - 2.0,
+        "granted at {acquired_at}, not long before the released lease's expiry {expires_at}"
+    );
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn in_transaction_mode_a_wait_behind_a_session_bound_holder_ends_soon_after_the_release() {
+    const T: &str = "client_pgbouncer_tx_wait_session";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let observer = cluster.connect().await;
+    let k = key(T, "k");
+    let holder = direct_client(cluster).await.lock(&k).session_bound().acquire().await.unwrap();
+
+    let waiter = transaction_client(&bouncer).await;
+    let kw = k.clone();
+    let wait =
+        tokio::spawn(async move { waiter.lock(&kw).ttl(SECOND * 30).wait(SECOND * 60).acquire().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = observer.server_now().await.unwrap();
+    assert!(holder.release().await.unwrap());
+    let guard = within(PROMPTLY, "the waiter is granted", wait).await.unwrap().expect("granted");
+    let acquired_at = observer.lease(&k).await.unwrap().expect("held by the waiter").acquired_at;
+    // Pauses of at most 100 ms: well within the session mode's 2 s re-check.
+    assert!(acquired_at >= released_at - CLOCK_SLACK);
+    assert!(acquired_at < released_at + 1.5, "granted {} s after the release", acquired_at - released_at);
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn in_transaction_mode_session_bound_leases_and_waits_in_the_servers_queue_are_refused() {
+    const T: &str = "client_pgbouncer_tx_session_bound";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let observer = cluster.connect().await;
+    let k = key(T, "k");
+    // The mode from the builder, or from the connection string.
+    let from_url = Client::connect(&format!("{}?dlock_pooler=transaction", bouncer.url())).await.unwrap();
+    assert_eq!(from_url.pooler(), PoolerMode::Transaction);
+    for client in [transaction_client(&bouncer).await, from_url] {
+        match client.lock(&k).session_bound().acquire().await {
+            Err(e @ Error::Unsupported(_)) => assert!(e.to_string().contains("transaction pooler"), "{e}"),
+            other => panic!("expected Err(Unsupported), got {other:?}"),
+        }
+        let outcome = client.with_lock(client.lock(&k).session_bound(), |_| async {}).await;
+        assert!(matches!(outcome, Err(Error::Unsupported(_))), "{outcome:?}");
+        assert_eq!(observer.lease(&k).await.unwrap(), None, "nothing was taken");
+        // A wait in the server's queue would hold one of the pooler's server connections.
+        let queued = client.lock(&k).server_queue().wait(SECOND).acquire().await;
+        assert!(matches!(&queued, Err(Error::Unsupported(m)) if m.contains("server's queue")), "{queued:?}");
+        assert_eq!(observer.lease(&k).await.unwrap(), None, "nothing was taken");
+        // A lease with a ttl is fine, and so is server_queue without a wait.
+        let guard = client.lock(&k).acquire().await.unwrap();
+        assert!(guard.release().await.unwrap());
+        let guard = client.lock(&k).server_queue().acquire().await.unwrap();
+        assert!(guard.release().await.unwrap());
+    }
 }

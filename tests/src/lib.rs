@@ -11,6 +11,7 @@ mod listener;
 mod pgbouncer;
 mod replica;
 mod session;
+mod tls;
 
 pub use check::{
     CLOCK_SLACK, assert_between, eventually, expect_sqlstate, finish, key, owner, wait_for_waiters,

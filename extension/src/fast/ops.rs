@@ -1,7 +1,7 @@
 //! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
 //! the live leases.
 
-use super::queue::{NONE, State};
+use super::queue::{Asked, Line, NONE, State};
 use super::table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
 use crate::pg::backend::now;
 use crate::pg::latch::sleep_until;
@@ -115,8 +115,7 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
                 return Step::Full(None);
             };
             t.shared().entries.fetch_add(1, Ordering::AcqRel);
-            entry.first = NONE;
-            entry.last = NONE;
+            entry.line = Line::EMPTY;
             entry.role = req.role;
             entry.database = key.database;
             return match grant(t, entry, &caller, now) {
@@ -137,11 +136,11 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         stats::count(Counter::FastReentries);
         return Step::Granted(entry.fence);
     }
-    let first = entry.first == NONE || entry.first == me;
+    let first = entry.line.first == NONE || entry.line.first == me;
     if !live && first {
         // Expired, and nobody is ahead of us: taken over.
         if queued {
-            slots.pop(entry);
+            slots.pop(&mut entry.line);
             slots.get(me).state = State::Idle;
         }
         let expired_in = entry.database;
@@ -163,7 +162,11 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         return Step::Busy;
     }
     if !queued {
-        slots.enqueue(entry, me, key, req.owner, req.role, req.ttl);
+        slots.enqueue(
+            &mut entry.line,
+            me,
+            &Asked { key: key.text, database: key.database, owner: req.owner, role: req.role, ttl: req.ttl },
+        );
     }
     // Held: look again at its expiry. Expired but others are first: the first takes it over
     // and wakes us when we come first.
@@ -174,8 +177,8 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
 /// After the holder of `entry` changed: wakes the first waiter if the new lease ends before it
 /// would wake by itself (with equal ttls it never does: no extra wake-up per grant).
 fn wake_first_if_sooner(t: &Table, entry: &Entry) {
-    if entry.first != NONE && t.waiters.get(entry.first).wake_at > entry.expires_at {
-        t.waiters.wake(entry.first);
+    if entry.line.first != NONE && t.waiters.get(entry.line.first).wake_at > entry.expires_at {
+        t.waiters.wake(entry.line.first);
     }
 }
 
@@ -198,9 +201,9 @@ fn leave(t: &Table, key: &Key, me: i32) -> Option<i64> {
         }
         mine.state = State::Idle;
         if let (Some(entry), true) = t.find(key, pg_sys::HASHACTION::HASH_FIND)
-            && t.waiters.remove(entry, me)
+            && t.waiters.remove(&mut entry.line, me)
         {
-            wake = entry.first;
+            wake = entry.line.first;
         }
         None
     });
@@ -330,7 +333,7 @@ fn free_handed(table: &Table, key: &Key, owner: &str, role: u32, fence: i64) {
 /// nobody left, the entry goes. The slot to wake, if any (refused ones are woken here).
 fn hand_over_or_remove(t: &Table, key: &Key, entry: &mut Entry) -> i32 {
     let now = now();
-    while let Some(next) = t.waiters.pop(entry) {
+    while let Some(next) = t.waiters.pop(&mut entry.line) {
         let w = t.waiters.get(next);
         let (key_text, owner) = (w.key().to_vec(), w.owner().to_vec());
         let waiter =
@@ -349,7 +352,7 @@ fn hand_over_or_remove(t: &Table, key: &Key, entry: &mut Entry) -> i32 {
             Err(None) => {
                 // The epoch ran out: the entry is left expired; the waiter, first again, takes
                 // it over itself after drawing a new epoch.
-                t.waiters.push_front(entry, next);
+                t.waiters.push_front(&mut entry.line, next);
                 return next;
             }
         }
@@ -428,7 +431,7 @@ pub fn renew(
         e.expires_at = expires_at;
         t.expires(expires_at);
         // A shorter lease may end before the first waiter would look again: wake it.
-        let first = e.first;
+        let first = e.line.first;
         (expires_at, if first != NONE && t.waiters.get(first).wake_at > expires_at { first } else { NONE })
     })
 }

@@ -5,7 +5,6 @@
 //! arrival order. Every slot and link is read and written under the partition lock of the key
 //! the slot waits on.
 
-use super::table::{Entry, Key};
 use crate::pg::version;
 use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
 use dlock_core::{Micros, Share, Timestamp};
@@ -13,6 +12,32 @@ use pgrx::pg_sys;
 
 /// No slot: the end of a line, or an empty one.
 pub(super) const NONE: i32 = -1;
+
+/// A key's line of waiters, kept in its table entry: first and last slot, or `NONE`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct Line {
+    pub(super) first: i32,
+    pub(super) last: i32,
+}
+
+impl Line {
+    /// Nobody waits.
+    pub(super) const EMPTY: Line = Line { first: NONE, last: NONE };
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.first == NONE
+    }
+}
+
+/// What a waiter asks for: the key (text and database), owner, role and ttl.
+pub(super) struct Asked<'a> {
+    pub(super) key: &'a str,
+    pub(super) database: u32,
+    pub(super) owner: &'a str,
+    pub(super) role: u32,
+    pub(super) ttl: Micros,
+}
 
 /// What became of a waiter.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -114,65 +139,64 @@ impl Slots {
         (index < self.len).then_some(index as i32)
     }
 
-    /// Puts slot `me` at the end of `entry`'s line with the request of `key` (caller holds the
-    /// partition lock).
-    pub(super) fn enqueue(&self, entry: &mut Entry, me: i32, key: &Key, owner: &str, role: u32, ttl: Micros) {
+    /// Puts slot `me` at the end of `line` asking for `asked` (caller holds the partition lock).
+    pub(super) fn enqueue(&self, line: &mut Line, me: i32, asked: &Asked) {
         let w = self.get(me);
         w.next = NONE;
         w.state = State::Waiting;
-        w.database = key.database;
-        w.role = role;
-        w.ttl = ttl;
+        w.database = asked.database;
+        w.role = asked.role;
+        w.ttl = asked.ttl;
         w.wake_at = Timestamp::MAX;
-        w.key_len = key.text.len() as u16;
-        w.key[..key.text.len()].copy_from_slice(key.text.as_bytes());
-        w.owner_len = owner.len() as u16;
-        w.owner[..owner.len()].copy_from_slice(owner.as_bytes());
-        if entry.last == NONE {
-            entry.first = me;
+        w.key_len = asked.key.len() as u16;
+        w.key[..asked.key.len()].copy_from_slice(asked.key.as_bytes());
+        w.owner_len = asked.owner.len() as u16;
+        w.owner[..asked.owner.len()].copy_from_slice(asked.owner.as_bytes());
+        if line.last == NONE {
+            line.first = me;
         } else {
-            self.get(entry.last).next = me;
+            self.get(line.last).next = me;
         }
-        entry.last = me;
+        line.last = me;
     }
 
-    /// Takes the first waiter out of `entry`'s line (caller holds the partition lock).
-    pub(super) fn pop(&self, entry: &mut Entry) -> Option<i32> {
-        let first = entry.first;
+    /// Takes the first waiter out of `line` (caller holds the partition lock).
+    pub(super) fn pop(&self, line: &mut Line) -> Option<i32> {
+        let first = line.first;
         if first == NONE {
             return None;
         }
-        entry.first = self.get(first).next;
-        if entry.first == NONE {
-            entry.last = NONE;
+        line.first = self.get(first).next;
+        if line.first == NONE {
+            line.last = NONE;
         }
         self.get(first).next = NONE;
         Some(first)
     }
 
-    /// Puts slot `index` back at the head of `entry`'s line (caller holds the partition lock).
-    pub(super) fn push_front(&self, entry: &mut Entry, index: i32) {
-        self.get(index).next = entry.first;
-        entry.first = index;
-        if entry.last == NONE {
-            entry.last = index;
+    /// Puts slot `index` back at the head of `line` (caller holds the partition lock).
+    pub(super) fn push_front(&self, line: &mut Line, index: i32) {
+        self.get(index).next = line.first;
+        line.first = index;
+        if line.last == NONE {
+            line.last = index;
         }
     }
 
-    /// Takes slot `me` out of `entry`'s line wherever it is (a wait that ended); whether it
+    /// Takes slot `me` out of `line` wherever it is (a wait that ended); whether it
     /// was first (caller holds the partition lock).
-    pub(super) fn remove(&self, entry: &mut Entry, me: i32) -> bool {
-        if entry.first == me {
-            self.pop(entry);
+    pub(super) fn remove(&self, line: &mut Line, me: i32) -> bool {
+        if line.first == me {
+            self.pop(line);
             return true;
         }
-        let mut at = entry.first;
+        let mut at = line.first;
         while at != NONE {
             let next = self.get(at).next;
             if next == me {
                 self.get(at).next = self.get(me).next;
-                if entry.last == me {
-                    entry.last = at;
+                if line.last == me {
+                    line.last = at;
                 }
                 self.get(me).next = NONE;
                 return false;

@@ -10,7 +10,7 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-use super::queue::Slots;
+use super::queue::{Line, Slots};
 use super::quota::{self, Quotas};
 
 use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
@@ -32,9 +32,8 @@ pub(super) struct Entry {
     pub(super) hold_count: i32,
     pub(super) fence: i64,
     pub(super) expires_at: Timestamp,
-    /// The key's line of waiters (`queue.rs`): first and last slot, or `NONE`.
-    pub(super) first: i32,
-    pub(super) last: i32,
+    /// The key's line of waiters (`queue.rs`).
+    pub(super) line: Line,
     pub(super) key: [u8; MAX_KEY_BYTES],
     pub(super) owner: [u8; MAX_OWNER_BYTES],
 }
@@ -338,7 +337,7 @@ impl Table {
                 let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
                 let Some(entry) = entry.as_ref() else { break };
                 // An expired entry with waiters is theirs: the first takes it over.
-                if entry.expires_at <= now && entry.first == super::queue::NONE {
+                if entry.expires_at <= now && entry.line.is_empty() {
                     dead.push((entry.hash, entry.role, entry.database));
                 } else {
                     next = next.min(entry.expires_at);

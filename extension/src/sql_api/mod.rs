@@ -6,6 +6,6 @@ mod convert;
 mod durable;
 mod fast;
 mod primitives;
-mod stats;
 pub mod settings;
+mod stats;
 mod views;

@@ -369,7 +369,11 @@ pub fn leaders(spi: &Spi) -> Vec<(String, i64, Timestamp)> {
         return Vec::new();
     }
     query(spi, &LEADERS, &[], |row| {
-        (required::<String>(row, 1, "key"), required::<i64>(row, 2, "fence"), required::<Timestamp>(row, 3, "expires_at"))
+        (
+            required::<String>(row, 1, "key"),
+            required::<i64>(row, 2, "fence"),
+            required::<Timestamp>(row, 3, "expires_at"),
+        )
     })
 }
 

@@ -2,25 +2,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use dlock_client::{Client, Error};
+use dlock_client::{Client, Expiry, LiveLease};
 use serde_json::json;
 
 use crate::{EXIT_NOT_OURS, Failure};
-
-/// The live leases; `expires_at` is NULL for session-bound leases (`'infinity'` on the server).
-const LIST: &str = "\
-SELECT key, owner, fence, hold_count::int8, \
-       CASE WHEN pg_catalog.isfinite(expires_at) THEN expires_at END, \
-       holder_role::text, waiters::int8 \
-  FROM dlock_locks ORDER BY key";
-
-/// `dlock_renew`: the new expiry if finite, and whether the lease was ours.
-const RENEW: &str = "\
-SELECT CASE WHEN pg_catalog.isfinite(e) THEN e END, e IS NOT NULL \
-  FROM dlock_renew($1::text, $2::text, $3::float8 * interval '1 second') AS e";
-
-/// `dlock_release`: whether the lease was still ours.
-const RELEASE: &str = "SELECT dlock_release($1::text, $2::text)";
 
 /// One row of `dlock_locks`, as printed.
 #[derive(Debug, serde::Serialize)]
@@ -34,6 +19,20 @@ struct LockRow {
     waiters: i64,
 }
 
+impl From<LiveLease> for LockRow {
+    fn from(lease: LiveLease) -> Self {
+        LockRow {
+            key: lease.key,
+            owner: lease.owner,
+            fence: lease.fence,
+            hold_count: lease.hold_count,
+            expires_at: lease.expires_at.map(timestamp),
+            holder_role: lease.holder_role,
+            waiters: lease.waiters,
+        }
+    }
+}
+
 /// A server timestamp in RFC 3339 (UTC, milliseconds).
 fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
@@ -41,23 +40,7 @@ fn timestamp(at: SystemTime) -> String {
 
 /// `dlock list`: a table, or a JSON array with `--json`.
 pub async fn list(client: &Client, json: bool) -> Result<u8, Failure> {
-    let connection = client.pool().get().await.map_err(Error::from)?;
-    let rows = connection.query(LIST, &[]).await.map_err(Error::from)?;
-    let rows = rows
-        .iter()
-        .map(|row| {
-            Ok(LockRow {
-                key: row.try_get(0)?,
-                owner: row.try_get(1)?,
-                fence: row.try_get(2)?,
-                hold_count: row.try_get(3)?,
-                expires_at: row.try_get::<_, Option<SystemTime>>(4)?.map(timestamp),
-                holder_role: row.try_get(5)?,
-                waiters: row.try_get(6)?,
-            })
-        })
-        .collect::<Result<Vec<_>, tokio_postgres::Error>>()
-        .map_err(Error::from)?;
+    let rows: Vec<LockRow> = client.locks().await?.into_iter().map(LockRow::from).collect();
     if json {
         let text = serde_json::to_string_pretty(&rows).map_err(|e| Failure::Other(e.to_string()))?;
         println!("{text}");
@@ -120,14 +103,12 @@ pub async fn acquire(
 
 /// `dlock renew`: prints the new expiry; exit 1 if the lease is not ours (or gone).
 pub async fn renew(client: &Client, key: &str, ttl: Duration, json: bool) -> Result<u8, Failure> {
-    let connection = client.pool().get().await.map_err(Error::from)?;
-    let row = connection
-        .query_one(RENEW, &[&key, &client.owner(), &ttl.as_secs_f64()])
-        .await
-        .map_err(Error::from)?;
-    let expires_at: Option<SystemTime> = row.try_get(0).map_err(Error::from)?;
-    let ours: bool = row.try_get(1).map_err(Error::from)?;
-    let expires_at = expires_at.map(timestamp);
+    let renewed = client.renew_lease(key, ttl).await?;
+    let expires_at = match renewed {
+        Some(Expiry::At(at)) => Some(timestamp(at)),
+        _ => None,
+    };
+    let ours = renewed.is_some();
     if json {
         println!("{}", json!({ "key": key, "renewed": ours, "expires_at": expires_at }));
     } else if ours {
@@ -141,9 +122,7 @@ pub async fn renew(client: &Client, key: &str, ttl: Duration, json: bool) -> Res
 
 /// `dlock release`: exit 0 if the lease was ours, 1 if not (or already gone).
 pub async fn release(client: &Client, key: &str, json: bool) -> Result<u8, Failure> {
-    let connection = client.pool().get().await.map_err(Error::from)?;
-    let row = connection.query_one(RELEASE, &[&key, &client.owner()]).await.map_err(Error::from)?;
-    let released: bool = row.try_get(0).map_err(Error::from)?;
+    let released = client.release_lease(key).await?;
     report_release(key, released, json, "was not held by this owner");
     Ok(if released { 0 } else { EXIT_NOT_OURS })
 }

@@ -42,7 +42,9 @@ struct Cli {
 #[derive(Debug, Args)]
 struct Global {
     /// PostgreSQL connection string: a URL (postgresql://user@host:5432/db) or key=value pairs.
-    /// Parts it leaves out come from PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD.
+    /// Parts it leaves out come from PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGSSLMODE,
+    /// PGSSLROOTCERT. TLS as with libpq: sslmode=disable|prefer|require|verify-ca|verify-full,
+    /// sslrootcert=PATH. Behind pgbouncer in transaction mode add dlock_pooler=transaction.
     #[arg(
         long,
         env = "DATABASE_URL",

@@ -1,14 +1,20 @@
-//! Describing a lock (ttl, wait, watchdog) and taking it: one `dlock_acquire` statement.
+//! Describing a lock (ttl, wait, watchdog) and taking it: one acquire statement, or a wait
+//! made of tries (see [`crate::waiting`]).
 
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::Object;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
+use super::Mode;
+use super::guard::{Guard, LeaseState, Timing};
 use crate::client::Client;
 use crate::error::{Error, ServerMessage};
-use crate::guard::{Guard, LeaseState};
-use crate::sql;
-use crate::waiting::Tried;
+use crate::sql::rows::{self, Grant, Tried};
+use crate::sql::{KEY_OWNER_TTL_WAIT, Statements};
+use crate::waiting::Waits;
 
 /// The ttl of a lease unless [`LockBuilder::ttl`] says otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -17,19 +23,12 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// clocks' arithmetic end not far beyond, and nothing real waits or lives that long.
 pub const MAX_DURATION: Duration = Duration::from_secs(9_000_000_000_000);
 
-/// Longest key and owner the server accepts, in bytes (the contract's limits).
-const MAX_KEY_BYTES: usize = 1024;
-const MAX_OWNER_BYTES: usize = 256;
-/// The same for fast-mode leases (fixed-size entries in the server's shared memory).
-const MAX_FAST_KEY_BYTES: usize = 256;
-const MAX_FAST_OWNER_BYTES: usize = 128;
-
 /// How long an acquire may wait for the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wait {
     /// Answer at once (`wait => 0`).
     No,
-    /// Wait on the server up to this long.
+    /// Wait up to this long.
     Up(Duration),
     /// Wait without limit (`wait => NULL`).
     Forever,
@@ -49,7 +48,7 @@ pub struct LockBuilder {
     watchdog: bool,
     renew_every: Option<Duration>,
     server_queue: bool,
-    fast: bool,
+    mode: Mode,
 }
 
 impl LockBuilder {
@@ -62,7 +61,7 @@ impl LockBuilder {
             watchdog: true,
             renew_every: None,
             server_queue: false,
-            fast: false,
+            mode: Mode::Durable,
         }
     }
 
@@ -81,14 +80,26 @@ impl LockBuilder {
     /// Waits of this client run on other pooled connections, so the server cannot see a cycle
     /// of waits between clients that hold session-bound leases (its deadlock check needs the
     /// waiting session to be the holding one): give waits a limit when such cycles can form.
+    ///
+    /// Refused with [`Error::Unsupported`] behind a transaction pooler
+    /// ([`PoolerMode::Transaction`](crate::PoolerMode::Transaction)): there the lease's session
+    /// would be whichever server connection the pooler lent, which outlives the client's.
     pub fn session_bound(mut self) -> Self {
         self.ttl = None;
         self
     }
 
-    /// Wait up to `wait` for the key if another owner holds it (the server does the waiting,
-    /// in arrival order). [`acquire`](Self::acquire) then fails with [`Error::Timeout`] when
-    /// it elapses. Default: no wait.
+    /// Wait up to `wait` for the key if another owner holds it; [`acquire`](Self::acquire) then
+    /// fails with [`Error::Timeout`] when it elapses. Default: no wait.
+    ///
+    /// The wait holds no connection: the client's waiters of a key line up locally, in arrival
+    /// order, and only the head of the line talks to the server, in short tries — again when
+    /// the server notifies that the key was freed or the blocking lease runs out (behind a
+    /// transaction pooler: after growing pauses). See the crate docs, "Waiting". Across
+    /// clients the first to try after a release wins, and waits in the server's queue come
+    /// first; [`server_queue`](Self::server_queue) waits there instead, in strict arrival order
+    /// across every client. [`fast`](Self::fast) leases wait on the server (except behind a
+    /// transaction pooler), as do all waits of clients made with [`Client::from_pool`].
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait.min(MAX_DURATION)) };
         self
@@ -98,7 +109,9 @@ impl LockBuilder {
     /// listener: strict arrival order across every client, and PostgreSQL's deadlock detector
     /// sees waits between session-bound leases of one session, at the price of one pooled
     /// connection per waiter for the length of its wait. Always so for clients made with
-    /// [`Client::from_pool`], which have no listener.
+    /// [`Client::from_pool`], which have no listener. Refused with [`Error::Unsupported`]
+    /// behind a transaction pooler, where each such wait would hold one of the pooler's few
+    /// server connections, and enough of them keep every holder from releasing.
     pub fn server_queue(mut self) -> Self {
         self.server_queue = true;
         self
@@ -110,10 +123,11 @@ impl LockBuilder {
     /// fast key for `dlock.fast_max_ttl` (so leases from before have run out), and fences keep
     /// growing. Calls are not transactional. The ttl must be at most `dlock.fast_max_ttl`
     /// (default 60 s) and session-bound leases are refused; a wait holds a pooled connection
-    /// (it waits on the server, not in arrival order). Fast keys are a key space of their own:
-    /// a fast and a durable lease on the same key do not exclude each other.
+    /// (it waits on the server, not in arrival order) — except behind a transaction pooler,
+    /// where it retries. Fast keys are a key space of their own: a fast and a durable lease on
+    /// the same key do not exclude each other.
     pub fn fast(mut self) -> Self {
-        self.fast = true;
+        self.mode = Mode::Fast;
         self
     }
 
@@ -159,40 +173,44 @@ impl LockBuilder {
     /// keeps the key.
     ///
     /// A wait holds no pooled connection while it sleeps (see the crate docs, "Waiting"),
-    /// unless [`server_queue`](Self::server_queue) is set or the client came from
-    /// [`Client::from_pool`]. Dropping this future mid-wait leaves no trace; if it is dropped
-    /// while a statement is in flight, that connection is closed rather than pooled, so the
-    /// server drops the call (a grant that had already committed ends by its ttl, or at once
-    /// for a session-bound lease).
+    /// unless [`server_queue`](Self::server_queue) is set, the lease is [`fast`](Self::fast),
+    /// or the client came from [`Client::from_pool`]. Dropping this future mid-wait leaves no
+    /// trace; if it is dropped while a statement is in flight, that connection is closed rather
+    /// than pooled, so the server drops the call (a grant that had already committed ends by
+    /// its ttl, or at once for a session-bound lease).
     pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
         self.check()?;
-        let waits = match (&self.client.waits, self.wait) {
-            (Some(waits), Wait::Up(_) | Wait::Forever) if !self.server_queue && !self.fast => waits.clone(),
-            (_, wait) => {
-                let wait = match wait {
-                    Wait::No => Some(0.0),
-                    Wait::Up(wait) => Some(wait.as_secs_f64()),
-                    Wait::Forever => None,
-                };
-                let statement = if self.fast { sql::FAST_ACQUIRE } else { sql::ACQUIRE };
-                return Ok(self.once(statement, wait).await?.granted());
-            }
+        let statements = self.client.statements().await?;
+        let Some(waits) = self.local_waits() else {
+            let wait = match self.wait {
+                Wait::No => Some(0.0),
+                Wait::Up(wait) => Some(wait.as_secs_f64()),
+                Wait::Forever => None,
+            };
+            let statement = self.mode.acquire(&statements);
+            return Ok(self.send(&statements, statement, wait, rows::acquired).await?.granted());
         };
         let deadline = match self.wait {
             Wait::Up(wait) => Some(tokio::time::Instant::now() + wait),
             _ => None,
         };
-        let settle = |deadline: Option<tokio::time::Instant>| {
-            deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()).as_secs_f64())
-        };
         // Nobody of ours in line for the key: one try is all it takes when it is free.
-        if !waits.has_line(&self.key)
-            && let Tried::Granted(guard) = self.once(sql::TRY_ACQUIRE, settle(deadline)).await?
+        if !waits.has_line(self.mode, &self.key)
+            && let Tried::Granted(guard) = self.try_once(&statements, waits.settle(deadline)).await?
         {
             return Ok(Some(guard));
         }
-        let place = waits.enter(&self.key);
-        place.wait(deadline, |settle| self.once(sql::TRY_ACQUIRE, settle.map(|s| s.as_secs_f64()))).await
+        let place = waits.enter(self.mode, &self.key);
+        place.wait(deadline, &statements, |settle| self.try_once(&statements, settle)).await
+    }
+
+    /// The client's local lines, when this acquire waits there (see [`crate::waiting`]) rather
+    /// than with one statement on the server.
+    fn local_waits(&self) -> Option<&Arc<Waits>> {
+        if self.wait == Wait::No || self.server_queue {
+            return None;
+        }
+        self.client.shared.waits.as_ref().filter(|waits| waits.can_wait_for(self.mode))
     }
 
     /// The contract's fixed limits, checked before anything is sent (the server checks them
@@ -207,11 +225,7 @@ impl LockBuilder {
                 hint: None,
             }))
         };
-        let (max_key, max_owner) = if self.fast {
-            (MAX_FAST_KEY_BYTES, MAX_FAST_OWNER_BYTES)
-        } else {
-            (MAX_KEY_BYTES, MAX_OWNER_BYTES)
-        };
+        let (max_key, max_owner) = (self.mode.max_key_bytes(), self.mode.max_owner_bytes());
         for (what, value, max) in
             [("key", self.key.as_str(), max_key), ("owner", &*self.client.owner, max_owner)]
         {
@@ -228,48 +242,85 @@ impl LockBuilder {
         if self.ttl.is_some_and(|ttl| ttl < Duration::from_micros(1)) {
             return refuse("dlock: ttl must be positive".into());
         }
-        if self.fast && self.ttl.is_none() {
+        if self.ttl.is_none() && !self.mode.allows_session_bound() {
             return refuse("dlock: a fast-mode lease needs a ttl (it cannot be session-bound)".into());
+        }
+        let behind_transaction_pooler = self.client.shared.pooler.is_transaction();
+        if self.server_queue && self.wait != Wait::No && behind_transaction_pooler {
+            return Err(Error::Unsupported(
+                "a wait in the server's queue through a transaction pooler: it would hold one of \
+                 the pooler's server connections for its length, and waits that fill them keep \
+                 the holders' releases and renewals from running; without server_queue() the \
+                 wait retries instead"
+                    .into(),
+            ));
+        }
+        if self.ttl.is_none() && behind_transaction_pooler {
+            return Err(Error::Unsupported(
+                "a session-bound lease through a transaction pooler: its session would be \
+                 whichever server connection the pooler lent for the call, which neither ends \
+                 with this client nor carries its later calls; give the lease a ttl"
+                    .into(),
+            ));
         }
         Ok(())
     }
 
-    /// One acquire statement (`sql::ACQUIRE` with a wait, or `sql::TRY_ACQUIRE` with a settle
-    /// time) on a pooled connection.
-    async fn once(&self, statement: &str, wait: Option<f64>) -> Result<Tried<Guard>, Error> {
+    /// One try that never queues: `try_acquire`, waiting on the server at most `settle` for a
+    /// transaction changing the key, where the mode has it; else `acquire` without a wait.
+    async fn try_once(
+        &self,
+        statements: &Arc<Statements>,
+        settle: Option<Duration>,
+    ) -> Result<Tried<Guard>, Error> {
+        match self.mode.try_acquire(statements) {
+            Some(statement) => {
+                self.send(statements, statement, settle.map(|s| s.as_secs_f64()), rows::tried).await
+            }
+            None => self.send(statements, self.mode.acquire(statements), Some(0.0), rows::acquired).await,
+        }
+    }
+
+    /// One acquire `statement` (with a wait, or a settle time) on a pooled connection, its
+    /// answer read by `parse`.
+    async fn send(
+        &self,
+        statements: &Arc<Statements>,
+        statement: &str,
+        wait: Option<f64>,
+        parse: fn(&Row) -> Result<Tried<Grant>, Error>,
+    ) -> Result<Tried<Guard>, Error> {
         let mut connection = InFlight(Some(self.client.pool.get().await?));
         let ttl = self.ttl.map(|t| t.as_secs_f64());
         let sent = Instant::now();
-        let answer = async {
-            let statement = connection.get().prepare_cached(statement).await?;
-            connection.get().query_one(&statement, &[&self.key, &&*self.client.owner, &ttl, &wait]).await
-        }
-        .await;
+        let values: [&(dyn ToSql + Sync); 4] = [&self.key, &&*self.client.owner, &ttl, &wait];
+        let answer =
+            self.client.protocol().query_one(connection.get(), statement, &KEY_OWNER_TTL_WAIT, &values).await;
         // An answer, even an error, means the statement is over: the connection is reusable.
         let object = connection.finish();
-        let row = answer?;
-        let Some(fence) = row.try_get::<_, Option<i64>>(0)? else {
-            let retry_after = if row.len() > 3 { row.try_get::<_, Option<f64>>(3)? } else { None };
-            return Ok(Tried::Busy(retry_after.map(|s| Duration::from_secs_f64(s.max(0.0)))));
-        };
-        let server_now: SystemTime = row.try_get(1)?;
-        let statement_start: SystemTime = row.try_get(2)?;
-        let server_elapsed = server_now.duration_since(statement_start).unwrap_or_default();
+        Ok(match parse(&answer?)? {
+            Tried::Granted(grant) => Tried::Granted(self.guard(statements, grant, sent, object)),
+            Tried::Busy(retry_after) => Tried::Busy(retry_after),
+        })
+    }
+
+    /// The guard of `grant`, answered to a statement sent at `sent` on `object`.
+    fn guard(&self, statements: &Arc<Statements>, grant: Grant, sent: Instant, object: Object) -> Guard {
         // The server's expiry is its grant time plus the ttl; read just after the grant.
-        let expires_at = self.ttl.map(|ttl| server_now + ttl);
+        let expires_at = self.ttl.map(|ttl| grant.server_now + ttl);
         // A local deadline no later than the server's expiry, give or take the microseconds
-        // between the grant and the clock reading: the grant happened at most `server_elapsed`
-        // after the server received the statement, which was after `sent`.
-        let deadline = self.ttl.map(|ttl| sent + server_elapsed + ttl);
-        tracing::debug!(key = %self.key, fence, "dlock: acquired");
+        // between the grant and the clock reading: the grant happened at most
+        // `server_elapsed` after the server received the statement, which was after `sent`.
+        let deadline = self.ttl.map(|ttl| sent + grant.server_elapsed() + ttl);
+        tracing::debug!(key = %self.key, fence = grant.fence, "dlock: acquired");
         let state = LeaseState::new(
             self.client.clone(),
+            statements.clone(),
             self.key.clone(),
-            fence,
+            grant.fence,
             self.ttl,
-            self.fast,
-            expires_at,
-            deadline,
+            self.mode,
+            Timing { expires_at, deadline },
         );
         let renew_every = match (self.ttl, self.watchdog) {
             (Some(ttl), true) => Some(self.renew_every.unwrap_or(ttl / 3)),
@@ -277,16 +328,7 @@ impl LockBuilder {
         };
         // Session-bound: the connection is the lease's session and stays with the guard.
         let session = if self.ttl.is_none() { Some(object) } else { None };
-        Ok(Tried::Granted(Guard::new(state, session, renew_every)))
-    }
-}
-
-impl Tried<Guard> {
-    fn granted(self) -> Option<Guard> {
-        match self {
-            Tried::Granted(guard) => Some(guard),
-            Tried::Busy(_) => None,
-        }
+        Guard::new(state, session, renew_every)
     }
 }
 

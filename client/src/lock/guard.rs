@@ -5,11 +5,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use deadpool_postgres::Object;
 use serde::Serialize;
+use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;
 
+use super::Mode;
+use super::watchdog;
 use crate::client::Client;
 use crate::error::Error;
-use crate::{sql, watchdog};
+use crate::sql::call::Connection;
+use crate::sql::{KEY_FENCE, KEY_OWNER, KEY_OWNER_TTL, Statements};
 
 /// A lease as a plain record (for logs and `--json` output).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,12 +31,13 @@ pub struct LockInfo {
 /// What the guard, its `Lease` views and the watchdog share about one lease.
 pub(crate) struct LeaseState {
     pub(crate) client: Client,
+    /// The statements of the database the lease is in.
+    statements: Arc<Statements>,
     pub(crate) key: String,
     pub(crate) fence: i64,
     /// `None`: session-bound.
     pub(crate) ttl: Option<Duration>,
-    /// A fast-mode lease (`dlock_fast_*`), not a durable one.
-    pub(crate) fast: bool,
+    mode: Mode,
     timing: Mutex<Timing>,
     /// Fired once the lease is known or presumed gone while still wanted.
     lost: CancellationToken,
@@ -41,28 +46,31 @@ pub(crate) struct LeaseState {
 }
 
 /// When the lease ends: the server's answer, and a local monotonic deadline no later than it.
-struct Timing {
-    expires_at: Option<SystemTime>,
-    deadline: Option<Instant>,
+pub(crate) struct Timing {
+    /// The server's expiry (its clock); `None` if session-bound.
+    pub(crate) expires_at: Option<SystemTime>,
+    /// The local deadline; `None` if session-bound.
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl LeaseState {
     pub(crate) fn new(
         client: Client,
+        statements: Arc<Statements>,
         key: String,
         fence: i64,
         ttl: Option<Duration>,
-        fast: bool,
-        expires_at: Option<SystemTime>,
-        deadline: Option<Instant>,
+        mode: Mode,
+        timing: Timing,
     ) -> Arc<LeaseState> {
         Arc::new(LeaseState {
             client,
+            statements,
             key,
-            fast,
+            mode,
             fence,
             ttl,
-            timing: Mutex::new(Timing { expires_at, deadline }),
+            timing: Mutex::new(timing),
             lost: CancellationToken::new(),
             ended: CancellationToken::new(),
         })
@@ -101,11 +109,10 @@ impl LeaseState {
     pub(crate) async fn renew_ttl(&self) -> Result<Option<SystemTime>, Error> {
         let ttl = self.ttl.expect("renew_ttl of a session-bound lease");
         let connection = self.client.pool.get().await?;
-        let statement =
-            connection.prepare_cached(if self.fast { sql::FAST_RENEW } else { sql::RENEW }).await?;
         let sent = Instant::now();
-        let row =
-            connection.query_one(&statement, &[&self.key, &&*self.client.owner, &ttl.as_secs_f64()]).await?;
+        let values: [&(dyn ToSql + Sync); 3] = [&self.key, &&*self.client.owner, &ttl.as_secs_f64()];
+        let statement = self.mode.renew(&self.statements);
+        let row = self.client.protocol().query_one(&connection, statement, &KEY_OWNER_TTL, &values).await?;
         let expires_at: Option<SystemTime> = row.try_get(0)?;
         if let Some(expires_at) = expires_at {
             let mut timing = self.timing();
@@ -114,6 +121,23 @@ impl LeaseState {
             timing.deadline = timing.deadline.max(Some(sent + ttl));
         }
         Ok(expires_at)
+    }
+
+    /// One `dlock_holds` of this lease's fence, on `session` if the lease has one.
+    async fn holds(&self, session: Option<&Object>) -> Result<bool, Error> {
+        let connection = Connection::get(&self.client.pool, session).await?;
+        let statement = self.mode.holds(&self.statements);
+        let values: [&(dyn ToSql + Sync); 2] = [&self.key, &self.fence];
+        let row = self.client.protocol().query_one(&connection, statement, &KEY_FENCE, &values).await?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// One `dlock_release` of a hold, on `session` if the lease has one.
+    async fn release(&self, session: Option<&Object>) -> Result<bool, Error> {
+        let connection = Connection::get(&self.client.pool, session).await?;
+        let statement = self.mode.release(&self.statements);
+        let values: [&(dyn ToSql + Sync); 2] = [&self.key, &&*self.client.owner];
+        Ok(self.client.protocol().query_one(&connection, statement, &KEY_OWNER, &values).await?.try_get(0)?)
     }
 }
 
@@ -286,18 +310,7 @@ impl Guard {
     /// Asks the server whether the live lease on the key still carries this guard's fence
     /// (`dlock_holds`). Changes nothing.
     pub async fn holds(&self) -> Result<bool, Error> {
-        let state = &self.lease.state;
-        let pooled;
-        let connection = match &self.session {
-            Some(session) => session,
-            None => {
-                pooled = state.client.pool.get().await?;
-                &pooled
-            }
-        };
-        let statement =
-            connection.prepare_cached(if state.fast { sql::FAST_HOLDS } else { sql::HOLDS }).await?;
-        Ok(connection.query_one(&statement, &[&state.key, &state.fence]).await?.try_get(0)?)
+        self.lease.state.holds(self.session.as_ref()).await
     }
 
     /// Gives this hold back now: `true` if the lease was still ours, `false` if it had already
@@ -342,21 +355,7 @@ impl Drop for Guard {
 
 /// One `dlock_release`: on the lease's own session when session-bound, else through the pool.
 async fn release(state: Arc<LeaseState>, session: Option<Object>) -> Result<bool, Error> {
-    let outcome = async {
-        let pooled;
-        let connection = match &session {
-            Some(session) => session,
-            None => {
-                pooled = state.client.pool.get().await?;
-                &pooled
-            }
-        };
-        let statement =
-            connection.prepare_cached(if state.fast { sql::FAST_RELEASE } else { sql::RELEASE }).await?;
-        let row = connection.query_one(&statement, &[&state.key, &&*state.client.owner]).await?;
-        Ok::<bool, Error>(row.try_get(0)?)
-    }
-    .await;
+    let outcome = state.release(session.as_ref()).await;
     if outcome.is_err()
         && let Some(session) = session
     {
