@@ -78,10 +78,11 @@ impl Locking {
 }
 
 thread_local! {
-    /// (key, owner) of shared leases this session took, so that their release can take the key
-    /// lock in share mode too. A stale entry (the lease expired, the grant rolled back) only
-    /// sends its release the exclusive way.
-    static SHARED_HERE: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
+    /// Holder-lock hashes (key and owner) of shared leases this session took, so that their
+    /// release can take the key lock in share mode too. A stale entry (the lease expired, the
+    /// grant rolled back, two pairs with one hash) only sends a release the share way first,
+    /// which finds no shared lease of its own to delete and goes the exclusive way.
+    static SHARED_HERE: RefCell<HashSet<u64>> = RefCell::new(HashSet::new());
 }
 
 /// Most entries kept: beyond, the set starts again (releases then go the exclusive way).
@@ -94,11 +95,15 @@ pub fn note_shared(key: &str, owner: &str) {
         if s.len() >= SHARED_HERE_MAX {
             s.clear();
         }
-        s.insert((key.to_string(), owner.to_string()));
+        s.insert(holder_hash(key, owner));
     });
 }
 
-/// Whether this session took `owner`'s shared lease of `key`; forgets it.
+/// Whether this session took `owner`'s shared lease of `key`; forgets it. (Nothing to hash
+/// while the session took none: the common exclusive release pays one emptiness check.)
 pub fn take_shared(key: &str, owner: &str) -> bool {
-    SHARED_HERE.with(|s| s.borrow_mut().remove(&(key.to_string(), owner.to_string())))
+    SHARED_HERE.with(|s| {
+        let mut s = s.borrow_mut();
+        !s.is_empty() && s.remove(&holder_hash(key, owner))
+    })
 }
