@@ -13,15 +13,9 @@
 # $BUILD/bench/client-<timestamp>/.
 #
 #   BENCH_CLIENT_ARGS="--rounds 12 --seconds 2" bash bench/client.sh   (see bench-client --help)
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
-cluster_sh="$root/tests/scripts/cluster.sh"
 cluster="$BUILD/bench-client-cluster"
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out="$BUILD/bench/client-$stamp"
 read -r -a extra_args <<<"${BENCH_CLIENT_ARGS:-}"
 

@@ -6,18 +6,12 @@
 # installed) samples every CPU, and the report splits the server's CPU time into protocol,
 # executor (our SQL), commit/WAL flush, lock manager and dlock's own code.
 # Writes $BUILD/bench/profile-<timestamp>.md.
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-pg_bin=$("$PG_CONFIG" --bindir)
 seconds=${BENCH_SECONDS:-10}
 clients=${BENCH_CLIENTS:-8}
 read -r -a contenders <<<"${BENCH_CONTENDERS:-ceiling naive dlock fast advisory}"
 cluster="$BUILD/bench-profile-cluster"
-cluster_sh="$root/tests/scripts/cluster.sh"
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$BUILD/bench"
 report="$BUILD/bench/profile-$stamp.md"
 perf_data="$BUILD/bench/profile-$stamp.perf"

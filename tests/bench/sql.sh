@@ -12,12 +12,8 @@
 #
 #   BENCH_SECONDS=12 BENCH_ROUNDS=3 BENCH_CLIENTS="1 8" BENCH_CONTENDERS="advisory naive dlock" \
 #     bash bench/sql.sh
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-pg_bin=$("$PG_CONFIG" --bindir)
 seconds=${BENCH_SECONDS:-12}   # per contender and client count, split over the rounds
 rounds=${BENCH_ROUNDS:-3}
 round_seconds=$(((seconds + rounds - 1) / rounds))
@@ -25,9 +21,7 @@ warmup=${BENCH_WARMUP_SECONDS:-3}
 read -r -a client_counts <<<"${BENCH_CLIENTS:-1 8}"
 read -r -a contenders <<<"${BENCH_CONTENDERS:-advisory naive dlock}"
 cluster="$BUILD/bench-cluster"
-cluster_sh="$root/tests/scripts/cluster.sh"
 results_dir="$BUILD/bench"
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
 report="$results_dir/sql-$stamp.md"
 cpus=$(nproc)
 

@@ -7,17 +7,11 @@
 # Everything is stopped at the end.
 #
 #   BENCH_ARGS="--seconds 2 --clients 1,8 --live 0,100000" bash bench/suite.sh   (see --help)
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
-cluster_sh="$root/tests/scripts/cluster.sh"
 cluster="$BUILD/bench-suite-cluster"
 redis_dir="$BUILD/bench-suite-redis"
 etcd_dir="$BUILD/bench-suite-etcd"
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out="$root/tests/bench/results/$stamp"
 read -r -a extra_args <<<"${BENCH_ARGS:-}"
 
@@ -25,9 +19,6 @@ echo "bench: building bench-suite (release)"
 "${CARGO:-cargo}" build --release -q -p bench-suite
 bin="${CARGO_TARGET_DIR:-$root/target}/release/bench-suite"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # Stops the server whose pid file is $1, waiting up to $2 tenths of a second for it to exit.
 stop_pidfile() {

@@ -19,19 +19,15 @@
 # the directory given (default $BUILD/bench/targets-<timestamp>).
 #
 #   BENCH_SECONDS=5 bash tests/bench/targets.sh [OUT_DIR]
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
-set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+# A workload that fails is reported, and the others still run.
+set +e
 trap - ERR
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-pg_bin=$("$PG_CONFIG" --bindir)
 seconds=${BENCH_SECONDS:-5}
 cluster="$BUILD/bench-targets-cluster"
-cluster_sh="$root/tests/scripts/cluster.sh"
 scripts="$root/tests/bench/pgbench/targets"
-out=${1:-$BUILD/bench/targets-$(date -u +%Y%m%dT%H%M%SZ)}
+out=${1:-$BUILD/bench/targets-$stamp}
 report="$out/targets.md"
 work=$(mktemp -d)
 mkdir -p "$out"

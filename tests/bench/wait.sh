@@ -14,17 +14,11 @@
 # Results (results.md, results.json) go to $BUILD/bench/wait-<timestamp>/.
 #
 #   BENCH_WAIT_ARGS="--handoffs 200 --cpu-seconds 10" bash bench/wait.sh   (see bench-wait --help)
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
-cluster_sh="$root/tests/scripts/cluster.sh"
 main_cluster="$BUILD/bench-wait-cluster"
 preload_cluster="$BUILD/bench-wait-preload"
 redis_dir="$BUILD/bench-wait-redis"
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out="$BUILD/bench/wait-$stamp"
 read -r -a extra_args <<<"${BENCH_WAIT_ARGS:-}"
 
@@ -74,9 +68,6 @@ start_cluster() {
     "$@" | sed -n 's/.* PGPORT=\([0-9]*\) .*/\1/p'
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 bash "$cluster_sh" destroy "$main_cluster"
 bash "$cluster_sh" destroy "$preload_cluster"

@@ -21,6 +21,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bench_common::latency::histogram;
+use bench_common::markdown::Table;
 use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use dlock_client::Client;
@@ -167,11 +169,6 @@ impl Setup {
         let connection = self.pool.get().await?;
         Ok(connection.query_one(&format!("SHOW {setting}"), &[]).await?.get(0))
     }
-}
-
-fn histogram() -> Histogram<u64> {
-    // 1 ns to 60 s, 3 significant digits.
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
 }
 
 /// One contender's run: pairs done and their latencies.
@@ -443,22 +440,27 @@ fn markdown(results: &Results) -> String {
             md,
             "\n## Hand-off to waiting acquires: from the release returning to the grant returning\n"
         );
-        let _ =
-            writeln!(md, "| scenario | samples | p50 µs | p99 µs | max µs | connections at most | total s |");
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+        let mut table = Table::new(&[
+            "scenario",
+            ">samples",
+            ">p50 µs",
+            ">p99 µs",
+            ">max µs",
+            ">connections at most",
+            ">total s",
+        ]);
         for h in &results.handoff {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} |",
-                h.scenario,
-                h.samples,
-                h.p50_us,
-                h.p99_us,
-                h.max_us,
+            table.row(&[
+                h.scenario.to_string(),
+                h.samples.to_string(),
+                format!("{:.0}", h.p50_us),
+                format!("{:.0}", h.p99_us),
+                format!("{:.0}", h.max_us),
                 h.connections.map_or("—".to_string(), |c| c.to_string()),
-                h.elapsed_s.map_or("—".to_string(), |e| format!("{e:.2}"))
-            );
+                h.elapsed_s.map_or("—".to_string(), |e| format!("{e:.2}")),
+            ]);
         }
+        md.push_str(table.render());
     }
     if !results.notes.is_empty() {
         let _ = writeln!(md, "\n## Notes\n");

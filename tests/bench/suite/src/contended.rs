@@ -16,17 +16,11 @@ use tokio::sync::Mutex;
 use tokio_postgres::Statement;
 
 use crate::Result;
-use crate::contenders::{Contender, Servers, TTL, fast_mode_ready, pg_connect, redis_take};
+use crate::TTL;
+use crate::contenders::{Contender, Servers, fast_mode_ready, pg_connect, redis_take};
 use crate::etcd;
 use crate::workloads::{Latency, Point, histogram};
-
-const RELEASE_AND_PUBLISH: &str = r"
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('del', KEYS[1])
-  redis.call('publish', KEYS[2], ARGV[1])
-  return 1
-end
-return 0";
+use bench_common::redis_lock;
 
 enum Waiter {
     Sql(tokio_postgres::Client, Statement, Statement, String),
@@ -84,7 +78,7 @@ async fn open(
             let commands = client.get_multiplexed_async_connection().await?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(format!("{key}:released")).await?;
-            Waiter::Redis(commands, pubsub, Script::new(RELEASE_AND_PUBLISH), owner)
+            Waiter::Redis(commands, pubsub, Script::new(redis_lock::RELEASE_AND_PUBLISH), owner)
         }
         Contender::Etcd => {
             Waiter::Etcd(Box::new(etcd::Session::connect(servers.etcd_port.ok_or("no etcd")?, owner).await?))

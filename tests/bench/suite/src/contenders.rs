@@ -13,11 +13,11 @@ use redis::{ConnectionAddr, IntoConnectionInfo, Script};
 use serde::Serialize;
 use tokio_postgres::{NoTls, Statement};
 
-use crate::Result;
 use crate::etcd;
+use crate::{Result, TTL};
+use bench_common::redis_lock;
 
 /// The lease ttl every contender uses.
-pub const TTL: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Contender {
@@ -85,12 +85,6 @@ const NAIVE_ACQUIRE: &str = "SELECT naive_acquire($1, $2, '30 seconds'::interval
 const NAIVE_RELEASE: &str = "SELECT naive_release($1, $2)";
 const NAIVE_RENEW: &str =
     "UPDATE naive_lock SET expires_at = now() + '30 seconds'::interval WHERE key = $1 AND owner = $2";
-const REDIS_RELEASE: &str = r"
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0";
-const REDIS_RENEW: &str = r"
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-return 0";
 
 /// Prepared statements of one SQL contender on one connection.
 pub struct Sql {
@@ -197,7 +191,12 @@ impl Session {
                     .into_connection_info()?
                     .set_tcp_settings(TcpSettings::default().set_nodelay(true));
                 let connection = redis::Client::open(info)?.get_multiplexed_async_connection().await?;
-                Session::Redis(connection, owner, Script::new(REDIS_RELEASE), Script::new(REDIS_RENEW))
+                Session::Redis(
+                    connection,
+                    owner,
+                    Script::new(redis_lock::RELEASE),
+                    Script::new(redis_lock::RENEW),
+                )
             }
         })
     }

@@ -18,7 +18,7 @@ use tonic::{Request, Streaming};
 use tonic_prost::ProstCodec;
 
 use crate::Result;
-use crate::contenders::TTL;
+use crate::TTL;
 
 #[derive(Clone, PartialEq, Message)]
 struct PutRequest {

@@ -24,6 +24,8 @@ use results::{Bar, Churn, Levelling, NO_ETCD, Results, Skip, Target, find, markd
 use workloads::Point;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
+/// The ttl of every lease the contenders take.
+const TTL: std::time::Duration = std::time::Duration::from_secs(30);
 type Result<T> = std::result::Result<T, Error>;
 
 #[derive(Parser)]

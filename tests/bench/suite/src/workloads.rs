@@ -11,34 +11,7 @@ use serde::Serialize;
 use crate::Result;
 use crate::contenders::{Contender, Servers, Session, pg_connect};
 
-pub fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
-}
-
-/// Latency figures in µs.
-#[derive(Clone, Debug, Serialize)]
-pub struct Latency {
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-    /// (µs, fraction of samples at or below), for the CDF plots.
-    pub cdf: Vec<(f64, f64)>,
-}
-
-impl Latency {
-    pub fn of(h: &Histogram<u64>) -> Latency {
-        let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-        let cdf = (0..=200).map(|i| i as f64 / 200.0).map(|q| (us(q), q)).collect();
-        Latency {
-            p50_us: us(0.5),
-            p99_us: us(0.99),
-            p999_us: us(0.999),
-            max_us: h.max() as f64 / 1000.0,
-            cdf,
-        }
-    }
-}
+pub use bench_common::latency::{Latency, histogram};
 
 /// One measured point: operations per second and their latencies.
 #[derive(Clone, Debug, Serialize)]

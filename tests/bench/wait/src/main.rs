@@ -7,6 +7,7 @@ mod handoff;
 mod lock;
 mod measure;
 mod pg;
+mod proc_stat;
 mod redis_peer;
 mod report;
 

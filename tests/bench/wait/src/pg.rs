@@ -203,6 +203,6 @@ impl Observer {
 
     /// The pid of the cluster's postmaster: the parent of the observer's backend.
     pub fn postmaster_pid(&self) -> Result<i32> {
-        crate::cpu::parent_pid(self.session.pid)
+        crate::proc_stat::parent_pid(self.session.pid)
     }
 }

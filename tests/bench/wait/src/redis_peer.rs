@@ -18,14 +18,6 @@ use tokio::sync::{Mutex, oneshot};
 use crate::Result;
 
 /// The owner-checked release: delete and announce, or do nothing.
-const RELEASE_LUA: &str = r"
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('del', KEYS[1])
-  redis.call('publish', KEYS[2], ARGV[1])
-  return 1
-end
-return 0";
-
 /// The lease ttl of the peer (the same 30 s as the dlock hand-offs).
 const TTL_MS: u64 = 30_000;
 
@@ -55,7 +47,12 @@ impl RedisSession {
         let commands = client.get_multiplexed_async_connection().await?;
         let pubsub = Mutex::new(client.get_async_pubsub().await?);
         let owner = format!("bench-wait:{}:{id}", std::process::id());
-        Ok(RedisSession { commands, pubsub, owner, release: Script::new(RELEASE_LUA) })
+        Ok(RedisSession {
+            commands,
+            pubsub,
+            owner,
+            release: Script::new(bench_common::redis_lock::RELEASE_AND_PUBLISH),
+        })
     }
 
     /// `INFO server`'s `redis_version`.

@@ -8,10 +8,8 @@ use serde::Serialize;
 
 use crate::cpu::Window;
 
-fn histogram() -> Histogram<u64> {
-    // 1 ns to 60 s, 3 significant digits.
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
-}
+use bench_common::latency::histogram;
+use bench_common::markdown::Table;
 
 fn nanos(from: Instant, to: Instant) -> Option<u64> {
     to.checked_duration_since(from).map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
@@ -253,22 +251,18 @@ pub fn markdown(results: &Results) -> String {
     );
     latency_table(&mut out, &results.chain, t, true);
     let _ = writeln!(out, "\n## dlock over its peers\n");
-    let _ = writeln!(
-        out,
-        "| measurement | dlock cluster | latency from | dlock / | p50 | p99 |\n|---|---|---|---|---:|---:|"
-    );
+    let mut table = Table::new(&["measurement", "dlock cluster", "latency from", "dlock /", ">p50", ">p99"]);
     for r in &results.ratios {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} |",
-            r.measurement,
-            r.cluster,
-            r.from,
-            r.against,
+        table.row(&[
+            r.measurement.to_string(),
+            r.cluster.to_string(),
+            r.from.to_string(),
+            r.against.to_string(),
             ratio_cell(r.p50),
-            ratio_cell(r.p99)
-        );
+            ratio_cell(r.p99),
+        ]);
     }
+    out.push_str(table.render());
     let _ = writeln!(
         out,
         "\n## CPU of parked waiters\n\nAll processes of the cluster (postmaster and children), \
