@@ -123,12 +123,16 @@ median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) prin
 tracked=$(median "${tps[tracked_1]:-}" "${tps[tracked_2]:-}" "${tps[tracked_3]:-}")
 untracked=$(median "${tps[untracked_1]:-}" "${tps[untracked_2]:-}" "${tps[untracked_3]:-}")
 
-# Backend CPU (utime + stime, in clock ticks) of every process of the cluster.
+# CPU so far (utime + stime, in clock ticks) of every process of the cluster: "pid ticks" lines.
 cluster_ticks() {
   local pm; pm=$(head -1 "$cluster/data/postmaster.pid")
   { echo "$pm"; pgrep -P "$pm"; } | while read -r pid; do
-    awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$pid/stat" 2>/dev/null
-  done | awk '{ s += $1 } END { print s + 0 }'
+    awk -v pid="$pid" '{ sub(/.*\) /, ""); print pid, $12 + $13 }' "/proc/$pid/stat" 2>/dev/null
+  done
+}
+# The ticks used between two cluster_ticks readings, by the processes present in both.
+ticks_between() {
+  awk 'NR == FNR { before[$1] = $2; next } ($1 in before) { s += $2 - before[$1] } END { print s + 0 }' "$1" "$2"
 }
 hz=$(getconf CLK_TCK)
 
@@ -143,10 +147,11 @@ parked() {
     [ "$(psql_ -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type IN ('Extension', 'Lock') AND query LIKE '%''parked''%'")" -ge 1000 ] && break
     sleep 0.5
   done
-  sleep 2
-  local before after
-  before=$(cluster_ticks); sleep 10; after=$(cluster_ticks)
-  cpu[$name]=$(awk -v t=$((after - before)) -v hz="$hz" 'BEGIN { printf "%.2f", 100 * t / hz / 10 }')
+  # Past deadlock_timeout: each lock waiter checks for a deadlock once, a second into its wait.
+  sleep 5
+  cluster_ticks >"$work/$name.before"; sleep 10; cluster_ticks >"$work/$name.after"
+  local used; used=$(ticks_between "$work/$name.before" "$work/$name.after")
+  cpu[$name]=$(awk -v t="$used" -v hz="$hz" 'BEGIN { printf "%.2f", 100 * t / hz / 10 }')
   echo "bench: $name: ${cpu[$name]} % of a core"
   psql_ -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE query LIKE '%''parked''%' AND pid <> pg_backend_pid()" >/dev/null
   wait "$pgbench_pid" 2>/dev/null
