@@ -19,9 +19,13 @@ need=()
 # prometheus-postgres-exporter: the metrics test; fonts-dejavu-core: the text of make bench's
 # plots; etcd-server: a peer of make bench; python3-pip: PostgreSQL 18's wheel.
 for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 python3-pip python3-psycopg \
-  redis-server fonts-dejavu-core etcd-server pgbouncer nodejs npm prometheus prometheus-postgres-exporter; do
+  redis-server fonts-dejavu-core etcd-server pgbouncer prometheus prometheus-postgres-exporter; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
+# Node.js is often there already from elsewhere (NodeSource's nodejs carries its own npm and
+# conflicts with Debian's npm): install Debian's only where the commands are missing.
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
