@@ -166,6 +166,13 @@ fuzz:
 	cd tests/fuzz && $(CARGO) +nightly fuzz run args -- -max_total_time=$(FUZZ_SECONDS)
 	cd tests/fuzz && $(CARGO) +nightly fuzz run lease_rules -- -max_total_time=$(FUZZ_SECONDS)
 
+# The book (docs/src) as HTML in docs/book/, with mdBook (installed on first use).
+.PHONY: docs
+docs:
+	@command -v mdbook >/dev/null || $(CARGO) install mdbook --locked
+	mdbook build docs
+	@echo "make docs: open docs/book/index.html"
+
 fmt:
 	$(CARGO) fmt --all
 
