@@ -29,7 +29,7 @@ ask() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 sql <<'SQL'
 -- Installed into a schema of its own, which nobody else can write, and called qualified: no
--- object a role creates in public can capture a call (README, Security).
+-- object a role creates in public can capture a call (docs/src/operating/security.md).
 CREATE SCHEMA dlock;
 CREATE EXTENSION dlock SCHEMA dlock;
 \echo

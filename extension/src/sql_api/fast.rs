@@ -12,7 +12,7 @@ use pgrx::prelude::*;
 // search_path, whose SET would cost them about 15 % of their throughput (measured with
 // pgbench at 8 clients).
 
-/// Fast mode (preloaded only; README "Fast mode"): takes `key` for `owner` in shared memory,
+/// Fast mode (preloaded only; docs/src/guide/fast-mode.md): takes `key` for `owner` in shared memory,
 /// with no WAL and no table: its fence, or NULL when another owner holds it and `wait` elapsed.
 /// Takes effect at once, whatever becomes of the calling transaction. `ttl` is required and at
 /// most `dlock.fast_max_ttl`; no fast key is granted for that long after the server starts.

@@ -244,7 +244,7 @@ impl ChurnSample {
 
 /// The `autovacuum_naptime` the churn runs with: released rows' space comes back when
 /// autovacuum visits the table, so the table's size is about the churn between two visits. The
-/// README recommends this for databases whose locks change hands thousands of times a second.
+/// The book (operating/settings.md) recommends this for databases whose locks change hands thousands of times a second.
 pub const CHURN_NAPTIME: &str = "10 s";
 const SET_CHURN_NAPTIME: &str = "ALTER SYSTEM SET autovacuum_naptime = '10s'";
 
