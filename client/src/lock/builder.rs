@@ -9,7 +9,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::Mode;
-use super::guard::{Guard, LeaseState, Timing};
+use super::guard::Guard;
+use super::state::{LeaseState, Timing};
 use crate::client::Client;
 use crate::error::{Error, ServerMessage};
 use crate::sql::rows::{self, Grant, Tried};

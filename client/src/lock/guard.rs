@@ -1,19 +1,15 @@
 //! A held lease: the guard that owns it, and `Lease`, the view of it that work can carry around.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::Object;
 use serde::Serialize;
-use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;
 
-use super::Mode;
+use super::state::LeaseState;
 use super::watchdog;
-use crate::client::Client;
 use crate::error::Error;
-use crate::sql::call::Connection;
-use crate::sql::{KEY_FENCE, KEY_OWNER, KEY_OWNER_TTL, Statements};
 
 /// A lease as a plain record (for logs and `--json` output).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,119 +22,6 @@ pub struct LockInfo {
     pub fence: i64,
     /// When the lease ends unless renewed, as last known (server clock); `None` if session-bound.
     pub expires_at: Option<SystemTime>,
-}
-
-/// What the guard, its `Lease` views and the watchdog share about one lease.
-pub(crate) struct LeaseState {
-    pub(crate) client: Client,
-    /// The statements of the database the lease is in.
-    statements: Arc<Statements>,
-    pub(crate) key: String,
-    pub(crate) fence: i64,
-    /// `None`: session-bound.
-    pub(crate) ttl: Option<Duration>,
-    mode: Mode,
-    timing: Mutex<Timing>,
-    /// Fired once the lease is known or presumed gone while still wanted.
-    lost: CancellationToken,
-    /// Fired when the guard lets go (release, drop, leak): stops the watchdog.
-    pub(crate) ended: CancellationToken,
-}
-
-/// When the lease ends: the server's answer, and a local monotonic deadline no later than it.
-pub(crate) struct Timing {
-    /// The server's expiry (its clock); `None` if session-bound.
-    pub(crate) expires_at: Option<SystemTime>,
-    /// The local deadline; `None` if session-bound.
-    pub(crate) deadline: Option<Instant>,
-}
-
-impl LeaseState {
-    pub(crate) fn new(
-        client: Client,
-        statements: Arc<Statements>,
-        key: String,
-        fence: i64,
-        ttl: Option<Duration>,
-        mode: Mode,
-        timing: Timing,
-    ) -> Arc<LeaseState> {
-        Arc::new(LeaseState {
-            client,
-            statements,
-            key,
-            mode,
-            fence,
-            ttl,
-            timing: Mutex::new(timing),
-            lost: CancellationToken::new(),
-            ended: CancellationToken::new(),
-        })
-    }
-
-    fn timing(&self) -> std::sync::MutexGuard<'_, Timing> {
-        // The data is two plain values: still consistent after a panic elsewhere.
-        self.timing.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The local deadline of a TTL lease (`None` for a session-bound one).
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.timing().deadline
-    }
-
-    fn expires_at(&self) -> Option<SystemTime> {
-        self.timing().expires_at
-    }
-
-    fn is_held(&self) -> bool {
-        !self.lost.is_cancelled()
-            && !self.ended.is_cancelled()
-            && self.deadline().is_none_or(|deadline| Instant::now() < deadline)
-    }
-
-    /// Marks the lease lost (once; later calls change nothing) and tells whoever listens.
-    pub(crate) fn mark_lost(&self, reason: &str) {
-        if !self.lost.is_cancelled() && !self.ended.is_cancelled() {
-            tracing::warn!(key = %self.key, fence = self.fence, reason, "dlock: lease lost");
-        }
-        self.lost.cancel();
-    }
-
-    /// One `dlock_renew` of a TTL lease through the pool: the new expiry, or `None` if the
-    /// lease is no longer ours.
-    pub(crate) async fn renew_ttl(&self) -> Result<Option<SystemTime>, Error> {
-        let ttl = self.ttl.expect("renew_ttl of a session-bound lease");
-        let connection = self.client.pool.get().await?;
-        let sent = Instant::now();
-        let values: [&(dyn ToSql + Sync); 3] = [&self.key, &&*self.client.owner, &ttl.as_secs_f64()];
-        let statement = self.mode.renew(&self.statements);
-        let row = self.client.protocol().query_one(&connection, statement, &KEY_OWNER_TTL, &values).await?;
-        let expires_at: Option<SystemTime> = row.try_get(0)?;
-        if let Some(expires_at) = expires_at {
-            let mut timing = self.timing();
-            timing.expires_at = Some(expires_at);
-            // The server computed the expiry after it received the statement, sent at `sent`.
-            timing.deadline = timing.deadline.max(Some(sent + ttl));
-        }
-        Ok(expires_at)
-    }
-
-    /// One `dlock_holds` of this lease's fence, on `session` if the lease has one.
-    async fn holds(&self, session: Option<&Object>) -> Result<bool, Error> {
-        let connection = Connection::get(&self.client.pool, session).await?;
-        let statement = self.mode.holds(&self.statements);
-        let values: [&(dyn ToSql + Sync); 2] = [&self.key, &self.fence];
-        let row = self.client.protocol().query_one(&connection, statement, &KEY_FENCE, &values).await?;
-        Ok(row.try_get(0)?)
-    }
-
-    /// One `dlock_release` of a hold, on `session` if the lease has one.
-    async fn release(&self, session: Option<&Object>) -> Result<bool, Error> {
-        let connection = Connection::get(&self.client.pool, session).await?;
-        let statement = self.mode.release(&self.statements);
-        let values: [&(dyn ToSql + Sync); 2] = [&self.key, &&*self.client.owner];
-        Ok(self.client.protocol().query_one(&connection, statement, &KEY_OWNER, &values).await?.try_get(0)?)
-    }
 }
 
 /// A cloneable, read-only view of a held lease, for the work done under it (e.g. to pass the

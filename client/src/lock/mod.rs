@@ -4,6 +4,7 @@
 mod builder;
 mod guard;
 mod mode;
+mod state;
 mod watchdog;
 
 pub use builder::{DEFAULT_TTL, LockBuilder};

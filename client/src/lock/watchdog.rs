@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::guard::LeaseState;
+use super::state::LeaseState;
 
 /// Shortest pause between retries of a renewal that failed on a connection error.
 const MIN_RETRY: Duration = Duration::from_millis(10);
