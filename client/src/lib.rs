@@ -102,6 +102,7 @@ mod connect;
 mod error;
 mod lock;
 mod sql;
+mod telemetry;
 mod waiting;
 
 pub use client::{Client, ClientBuilder, DEFAULT_POOL_SIZE, Expiry, IntoLockBuilder, LiveLease};

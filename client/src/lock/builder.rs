@@ -180,6 +180,12 @@ impl LockBuilder {
     /// than pooled, so the server drops the call (a grant that had already committed ends by
     /// its ttl, or at once for a session-bound lease).
     pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
+        let (key, waits) = (self.key.clone(), self.wait != Wait::No);
+        crate::telemetry::acquire(&key, waits, Guard::fence, self.try_acquire_untraced()).await
+    }
+
+    /// [`try_acquire`](Self::try_acquire) without its span.
+    async fn try_acquire_untraced(self) -> Result<Option<Guard>, Error> {
         self.check()?;
         let statements = self.client.statements().await?;
         let Some(waits) = self.local_waits() else {
@@ -202,7 +208,8 @@ impl LockBuilder {
             return Ok(Some(guard));
         }
         let place = waits.enter(self.mode, &self.key);
-        place.wait(deadline, &statements, |settle| self.try_once(&statements, settle)).await
+        let waiting = place.wait(deadline, &statements, |settle| self.try_once(&statements, settle));
+        crate::telemetry::wait(&self.key, Guard::fence, waiting).await
     }
 
     /// The client's local lines, when this acquire waits there (see [`crate::waiting`]) rather

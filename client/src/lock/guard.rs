@@ -238,7 +238,7 @@ impl Drop for Guard {
 
 /// One `dlock_release`: on the lease's own session when session-bound, else through the pool.
 async fn release(state: Arc<LeaseState>, session: Option<Object>) -> Result<bool, Error> {
-    let outcome = state.release(session.as_ref()).await;
+    let outcome = crate::telemetry::release(&state.key, state.fence, state.release(session.as_ref())).await;
     if outcome.is_err()
         && let Some(session) = session
     {

@@ -86,6 +86,7 @@ impl LeaseState {
     pub(crate) fn mark_lost(&self, reason: &str) {
         if !self.lost.is_cancelled() && !self.ended.is_cancelled() {
             tracing::warn!(key = %self.key, fence = self.fence, reason, "dlock: lease lost");
+            crate::telemetry::lease_lost();
         }
         self.lost.cancel();
     }
@@ -93,6 +94,11 @@ impl LeaseState {
     /// One `dlock_renew` of a TTL lease through the pool: the new expiry, or `None` if the
     /// lease is no longer ours.
     pub(crate) async fn renew_ttl(&self) -> Result<Option<SystemTime>, Error> {
+        crate::telemetry::renew(&self.key, self.fence, self.renew_ttl_untraced()).await
+    }
+
+    /// [`renew_ttl`](Self::renew_ttl) without its span.
+    async fn renew_ttl_untraced(&self) -> Result<Option<SystemTime>, Error> {
         let ttl = self.ttl.expect("renew_ttl of a session-bound lease");
         let connection = self.client.pool.get().await?;
         let sent = Instant::now();

@@ -2,6 +2,7 @@
 //! jobs (`dlock run`), a view of the live leases (`dlock list`), and lease steps for scripts.
 
 mod commands;
+mod metrics;
 mod run;
 
 use std::ffi::OsString;
@@ -24,6 +25,7 @@ Exit status:
   0    done (run: the command's own status is passed through)
   1    release/renew: the lease was not ours, or already gone; release --force: the key was free
   2    bad usage
+  64   metrics: the --listen address is not one, or cannot be listened on (EX_USAGE)
   70   any other error (connection, permission, server error), explained on stderr
   75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL)
   128+N  run: the command was killed by signal N (143 = SIGTERM, 137 = SIGKILL)";
@@ -107,6 +109,16 @@ enum Command {
         #[arg(long, value_parser = parse_duration)]
         ttl: Duration,
     },
+    /// Serve dlock's counters and lease gauges for Prometheus at http://LISTEN/metrics.
+    ///
+    /// Each scrape reads dlock_stats (counters per database, as dlock_<name>_total, and the
+    /// wait-time histogram dlock_wait_seconds; needs shared_preload_libraries = 'dlock') and
+    /// dlock_locks (dlock_leases_live, dlock_leases_waiters, dlock_leases_oldest_age_seconds)
+    /// in one statement. While the database cannot be reached a scrape gets 503 with the
+    /// reason; the command keeps serving and reconnects. Exits 64 if --listen is unusable.
+    ///
+    /// Example: dlock metrics --listen 127.0.0.1:9187 --database-url postgresql://monitor@db/app
+    Metrics(metrics::MetricsArgs),
     /// Give back one hold of a lease; needs --owner (or DLOCK_OWNER), except with --force.
     ///
     /// Exits 0 if released, 1 if the lease was not this owner's or already gone. With --force
@@ -196,6 +208,7 @@ async fn execute(cli: Cli) -> Result<u8, Failure> {
         Command::Release { key, force: true } => {
             commands::force_release(&connect(&database_url, None).await?, &key, json).await
         }
+        Command::Metrics(args) => metrics::run(&database_url, args).await,
         Command::Release { key, force: false } => {
             let owner = scripted_owner();
             commands::release(&connect(&database_url, Some(&owner)).await?, &key, json).await
