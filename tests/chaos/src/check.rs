@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::history::Grant;
+use crate::history::{Grant, Primitive};
 use crate::resource::{Accepted, Refused};
 
 /// Slack for comparing a known expiry with a server time taken by another statement (the
@@ -87,6 +87,83 @@ pub struct Outcome {
     pub bound_lost_terminated: usize,
     pub bound_lost_unexplained: Vec<String>,
     pub violations: Vec<String>,
+    /// How many violations of each rule.
+    pub by_rule: BTreeMap<Rule, usize>,
+    /// Multi-key requests answered NULL (each checked for keys left held), and `dlock_leader`
+    /// answers compared.
+    pub multi_not_granted: usize,
+    /// Multi-key grants (each also counted per key in `grants`).
+    pub multi_grants: usize,
+    /// Grants per primitive (a multi-key grant once per key).
+    pub per_primitive: BTreeMap<Primitive, usize>,
+    pub leader_observations: usize,
+}
+
+impl Outcome {
+    /// Records a violation of `rule`.
+    pub fn violation(&mut self, rule: Rule, text: String) {
+        *self.by_rule.entry(rule).or_default() += 1;
+        self.violations.push(text);
+    }
+}
+
+/// The rule a violation breaks (the report counts violations per rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rule {
+    /// Two exclusive holders (exclusive leases, multi-key grants) of one key at once.
+    TwoExclusive,
+    /// An exclusive holder beside a shared one.
+    ExclusiveBesideShared,
+    /// More shared holders at once than a semaphore's size.
+    SemaphoreOverfull,
+    /// Two leaders of one election at once.
+    TwoLeaders,
+    /// Terms (or any fences) that went back, or a leader shown that was not the one leading.
+    TermOrder,
+    /// A multi-key grant seen with some of its keys only, or a refused one that left keys held.
+    PartialMultiKey,
+    FenceUnique,
+    FenceOrder,
+    /// A lease taken away while surely live (refused write, release or check).
+    PrematureLoss,
+    ResourceFencing,
+    /// Leases or sentinels lost in a crash or failover.
+    Durability,
+    BoundHandover,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 12] = [
+        Rule::TwoExclusive,
+        Rule::ExclusiveBesideShared,
+        Rule::SemaphoreOverfull,
+        Rule::TwoLeaders,
+        Rule::TermOrder,
+        Rule::PartialMultiKey,
+        Rule::FenceUnique,
+        Rule::FenceOrder,
+        Rule::PrematureLoss,
+        Rule::ResourceFencing,
+        Rule::Durability,
+        Rule::BoundHandover,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Rule::TwoExclusive => "two exclusive holders at once",
+            Rule::ExclusiveBesideShared => "exclusive beside shared",
+            Rule::SemaphoreOverfull => "semaphore over its size",
+            Rule::TwoLeaders => "two leaders at once",
+            Rule::TermOrder => "terms out of order / wrong leader shown",
+            Rule::PartialMultiKey => "partial multi-key grant",
+            Rule::FenceUnique => "fence granted twice",
+            Rule::FenceOrder => "fences out of grant order",
+            Rule::PrematureLoss => "lease lost while live",
+            Rule::ResourceFencing => "resource fencing",
+            Rule::Durability => "lost in a crash or failover",
+            Rule::BoundHandover => "session-bound hand-over",
+        }
+    }
 }
 
 /// Runs every check.
@@ -105,11 +182,14 @@ pub fn check(
         bound_grants: grants.iter().filter(|g| g.bound).count(),
         ..Outcome::default()
     };
+    for grant in grants {
+        *out.per_primitive.entry(grant.primitive()).or_default() += 1;
+    }
     fences_unique(grants, &mut out);
     fences_in_grant_order(grants, &mut out);
-    leases_exclusive(grants, &mut out);
+    holders::exclusive_and_counted(grants, &mut out);
     // Fast-mode leases live in memory: a crash loses them by design, and what keeps exclusion
-    // across it is the lock-delay, which `leases_exclusive` and the fence checks judge.
+    // across it is the lock-delay, which `holders` and the fence checks judge.
     let crashes: Vec<f64> = if fast { snapshots.iter().map(|s| s.crash_at).collect() } else { Vec::new() };
     no_premature_loss(grants, refused, &crashes, &mut out);
     resource_fencing(grants, accepted, refused, &mut out);
@@ -144,7 +224,7 @@ fn paused_holders(
     }
 }
 
-fn per_key(grants: &[Grant]) -> BTreeMap<&str, Vec<&Grant>> {
+pub(crate) fn per_key(grants: &[Grant]) -> BTreeMap<&str, Vec<&Grant>> {
     let mut keys: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
     for grant in grants {
         keys.entry(&grant.key).or_default().push(grant);
@@ -159,10 +239,13 @@ fn fences_unique(grants: &[Grant], out: &mut Outcome) {
         if let Some(other) = seen.insert((&grant.key, grant.fence), &grant.owner)
             && other != grant.owner
         {
-            out.violations.push(format!(
-                "fence {} of key {} granted to two owners: {other} and {}",
-                grant.fence, grant.key, grant.owner
-            ));
+            out.violation(
+                Rule::FenceUnique,
+                format!(
+                    "fence {} of key {} granted to two owners: {other} and {}",
+                    grant.fence, grant.key, grant.owner
+                ),
+            );
         }
     }
 }
@@ -189,11 +272,14 @@ fn fences_in_grant_order(grants: &[Grant], out: &mut Outcome) {
             if let Some((requested, earlier)) = latest_request
                 && list[i].granted_by < requested
             {
-                out.violations.push(format!(
-                    "key {key}: fence {} (owner {}) was granted by {:.6}, before fence {} (owner {}) \
+                out.violation(
+                    Rule::FenceOrder,
+                    format!(
+                        "key {key}: fence {} (owner {}) was granted by {:.6}, before fence {} (owner {}) \
                      was requested at {requested:.6}: fences out of grant order",
-                    list[i].fence, list[i].owner, list[i].granted_by, earlier.fence, earlier.owner
-                ));
+                        list[i].fence, list[i].owner, list[i].granted_by, earlier.fence, earlier.owner
+                    ),
+                );
             }
         }
     }
@@ -201,43 +287,9 @@ fn fences_in_grant_order(grants: &[Grant], out: &mut Outcome) {
 
 /// The interval during which a grant was surely held: from its grant to its expiry or the
 /// first moment it may have been let go (server clock).
-fn held(grant: &Grant) -> Option<(f64, f64)> {
+pub(crate) fn held(grant: &Grant) -> Option<(f64, f64)> {
     let (from, to) = (grant.granted_by, grant.held_until() - MARGIN);
     (to > from).then_some((from, to))
-}
-
-/// No two owners surely hold one key at the same instant.
-fn leases_exclusive(grants: &[Grant], out: &mut Outcome) {
-    for (key, list) in per_key(grants) {
-        let mut spans: Vec<(f64, f64, &Grant)> =
-            list.iter().filter_map(|g| held(g).map(|(a, b)| (a, b, *g))).collect();
-        out.intervals += spans.len();
-        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-        // The span reaching furthest so far: any later-starting span before its end overlaps.
-        let mut furthest: Option<(f64, f64, &Grant)> = None;
-        for span in spans {
-            if let Some((from, to, other)) = furthest
-                && span.0 < to
-                && (other.owner != span.2.owner || other.fence != span.2.fence)
-            {
-                out.violations.push(format!(
-                    "key {key}: two holders at once: fence {} ({}, worker {}) held [{from:.6}, {to:.6}] and \
-                     fence {} ({}, worker {}) held [{:.6}, {:.6}]",
-                    other.fence,
-                    other.owner,
-                    other.worker,
-                    span.2.fence,
-                    span.2.owner,
-                    span.2.worker,
-                    span.0,
-                    span.1
-                ));
-            }
-            if furthest.is_none_or(|f| span.1 > f.1) {
-                furthest = Some(span);
-            }
-        }
-    }
 }
 
 /// A lease is never taken away while surely live: no refused write and no refused release
@@ -249,7 +301,7 @@ fn no_premature_loss(grants: &[Grant], refused: &[Refused], lost_at: &[f64], out
         grants.iter().map(|g| ((g.owner.as_str(), g.key.as_str(), g.fence), g)).collect();
     for write in refused {
         let Some(grant) = by_lease.get(&(write.owner.as_str(), write.key.as_str(), write.fence)) else {
-            out.violations.push(format!("refused write of an unknown lease: {write:?}"));
+            out.violation(Rule::ResourceFencing, format!("refused write of an unknown lease: {write:?}"));
             continue;
         };
         if write.at > grant.live_until {
@@ -258,11 +310,14 @@ fn no_premature_loss(grants: &[Grant], refused: &[Refused], lost_at: &[f64], out
         // Let go before the write was judged? Then a refusal is no loss.
         let released_before = grant.releases.iter().any(|r| r.lb.is_some_and(|lb| lb < write.at));
         if write.at < grant.live_until - MARGIN && !released_before && !lost_to_crash(grant, write.at) {
-            out.violations.push(format!(
-                "key {}: the write of fence {} ({}) was refused at {:.6} (newest fence {:?}) while \
+            out.violation(
+                Rule::PrematureLoss,
+                format!(
+                    "key {}: the write of fence {} ({}) was refused at {:.6} (newest fence {:?}) while \
                  its lease was live until {:.6}",
-                write.key, write.fence, write.owner, write.at, write.newest, grant.live_until
-            ));
+                    write.key, write.fence, write.owner, write.at, write.newest, grant.live_until
+                ),
+            );
         }
     }
     for grant in grants {
@@ -272,11 +327,32 @@ fn no_premature_loss(grants: &[Grant], refused: &[Refused], lost_at: &[f64], out
                 && ub < grant.live_until - MARGIN
                 && !lost_to_crash(grant, ub)
             {
-                out.violations.push(format!(
-                    "key {}: the release of fence {} ({}) answered false by {ub:.6}, but the lease was \
+                out.violation(
+                    Rule::PrematureLoss,
+                    format!(
+                        "key {}: the release of fence {} ({}) answered false by {ub:.6}, but the lease was \
                      live until {:.6}: an acknowledged grant was lost",
-                    grant.key, grant.fence, grant.owner, grant.live_until
-                ));
+                        grant.key, grant.fence, grant.owner, grant.live_until
+                    ),
+                );
+            }
+        }
+        // A check (dlock_holds, or a renewal answering NULL) that found it gone.
+        let let_go_by = grant.let_go_by();
+        for &(at, held) in &grant.checks {
+            if !held && at < grant.live_until - MARGIN && at < let_go_by && !lost_to_crash(grant, at) {
+                out.violation(
+                    Rule::PrematureLoss,
+                    format!(
+                        "key {}: fence {} ({}, {:?}) was found not held by {at:.6}, but the lease was live \
+                         until {:.6}: an acknowledged grant was lost",
+                        grant.key,
+                        grant.fence,
+                        grant.owner,
+                        grant.primitive(),
+                        grant.live_until
+                    ),
+                );
             }
         }
     }
@@ -298,14 +374,20 @@ fn resource_fencing(grants: &[Grant], accepted: &[Accepted], refused: &[Refused]
     for write in accepted {
         let max = newest.entry(&write.key).or_insert(write.fence);
         if write.fence < *max {
-            out.violations.push(format!(
-                "resource accepted write #{} of key {} with fence {} after fence {}",
-                write.id, write.key, write.fence, max
-            ));
+            out.violation(
+                Rule::ResourceFencing,
+                format!(
+                    "resource accepted write #{} of key {} with fence {} after fence {}",
+                    write.id, write.key, write.fence, max
+                ),
+            );
         }
         *max = (*max).max(write.fence);
         match by_lease.get(&(write.owner.as_str(), write.key.as_str(), write.fence)) {
-            None => out.violations.push(format!("resource accepted a write of an unknown lease: {write:?}")),
+            None => out.violation(
+                Rule::ResourceFencing,
+                format!("resource accepted a write of an unknown lease: {write:?}"),
+            ),
             // A session-bound lease has no expiry to be late after.
             Some(grant) if write.at > grant.live_until && !grant.bound => {
                 out.late_writes_accepted += 1;
@@ -324,7 +406,10 @@ fn resource_fencing(grants: &[Grant], accepted: &[Accepted], refused: &[Refused]
     }
     for write in refused {
         if write.newest.is_none_or(|n| n <= write.fence) {
-            out.violations.push(format!("resource refused a write carrying the newest fence: {write:?}"));
+            out.violation(
+                Rule::ResourceFencing,
+                format!("resource refused a write carrying the newest fence: {write:?}"),
+            );
         }
     }
     let mut previous: Option<(WriterOf<'_>, Span)> = None;
@@ -333,10 +418,13 @@ fn resource_fencing(grants: &[Grant], accepted: &[Accepted], refused: &[Refused]
             && before.0 == lease.0
             && before_span.1 >= span.0
         {
-            out.violations.push(format!(
-                "resource: key {}: writes of fence {} ({}) until {:.6} overlap fence {} ({}) from {:.6}",
-                lease.0, before.1, before.2, before_span.1, lease.1, lease.2, span.0
-            ));
+            out.violation(
+                Rule::ResourceFencing,
+                format!(
+                    "resource: key {}: writes of fence {} ({}) until {:.6} overlap fence {} ({}) from {:.6}",
+                    lease.0, before.1, before.2, before_span.1, lease.1, lease.2, span.0
+                ),
+            );
         }
         previous = Some((lease, span));
     }
@@ -364,17 +452,20 @@ fn grants_survive_crashes(grants: &[Grant], snapshots: &[Snapshot], out: &mut Ou
             if there {
                 out.grants_across_crashes += 1;
             } else {
-                out.violations.push(format!(
-                    "key {}: fence {} ({}), granted by {:.6} and live until {:.6}, was missing after the \
+                out.violation(
+                    Rule::Durability,
+                    format!(
+                        "key {}: fence {} ({}), granted by {:.6} and live until {:.6}, was missing after the \
                      crash at {:.6} (read at {:.6})",
-                    grant.key,
-                    grant.fence,
-                    grant.owner,
-                    grant.granted_by,
-                    grant.live_until,
-                    snapshot.crash_at,
-                    snapshot.read_at
-                ));
+                        grant.key,
+                        grant.fence,
+                        grant.owner,
+                        grant.granted_by,
+                        grant.live_until,
+                        snapshot.crash_at,
+                        snapshot.read_at
+                    ),
+                );
             }
         }
     }
@@ -430,14 +521,14 @@ pub fn bound_kills(
             let delay = next - kill.at;
             out.bound_kill_delays.push(delay);
             if delay > BOUND_HANDOVER {
-                out.violations.push(format!(
+                out.violation(Rule::BoundHandover, format!(
                     "key {}: its session-bound holder {} (fence {}) was killed at {:.6}, but the next grant \
                      came only {delay:.3} s later (bound {BOUND_HANDOVER} s)",
                     kill.key, kill.worker, kill.fence, kill.at
                 ));
             }
         } else {
-            out.violations.push(format!(
+            out.violation(Rule::BoundHandover, format!(
                 "key {}: its session-bound holder {} (fence {}) was killed at {:.6}, and nobody got the key \
                  after it (the probe waited {} s: {})",
                 kill.key,
@@ -451,5 +542,13 @@ pub fn bound_kills(
     }
 }
 
+mod holders;
+mod leaders;
+mod multi;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_primitives;
+
+pub use leaders::elections;
+pub use multi::multi_key;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::primitives::Role;
 use crate::rng::Rng;
 
 /// Which implementation a worker is.
@@ -17,6 +18,48 @@ pub enum Kind {
     Rust,
     /// `chaos/worker.py`, raw SQL through psycopg 3.
     Sql,
+    /// `dlock-chaos primitive-worker` in one role (raw SQL through tokio-postgres).
+    Primitive(Role),
+}
+
+impl Kind {
+    /// The first letter of its workers' names.
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Rust => "r",
+            Kind::Sql => "p",
+            Kind::Primitive(Role::Shared) => "s",
+            Kind::Primitive(Role::Semaphore) => "n",
+            Kind::Primitive(Role::MultiKey) => "m",
+            Kind::Primitive(Role::Election) => "e",
+        }
+    }
+
+    /// Whether it writes to the fenced resource (the hot-key workers).
+    pub fn writes(self) -> bool {
+        matches!(self, Kind::Rust | Kind::Sql)
+    }
+}
+
+/// The keys (or elections) of each primitive role, and the semaphores' size.
+#[derive(Debug, Clone)]
+pub struct PrimitiveKeys {
+    pub shared: Vec<String>,
+    pub semaphore: Vec<String>,
+    pub multi_key: Vec<String>,
+    pub elections: Vec<String>,
+    pub max_holders: i32,
+}
+
+impl PrimitiveKeys {
+    fn of(&self, role: Role) -> &[String] {
+        match role {
+            Role::Shared => &self.shared,
+            Role::Semaphore => &self.semaphore,
+            Role::MultiKey => &self.multi_key,
+            Role::Election => &self.elections,
+        }
+    }
 }
 
 /// What every worker is told.
@@ -36,6 +79,17 @@ pub struct Spec {
     pub bound_rate: f64,
     /// Fast-mode leases instead of durable ones.
     pub fast: bool,
+    pub primitives: PrimitiveKeys,
+}
+
+/// A role as `primitive-worker --role` spells it.
+fn role_arg(role: Role) -> &'static str {
+    match role {
+        Role::Shared => "shared",
+        Role::Semaphore => "semaphore",
+        Role::MultiKey => "multi-key",
+        Role::Election => "election",
+    }
 }
 
 /// One running worker.
@@ -77,7 +131,7 @@ impl Crew {
 
     /// Starts one more worker of `kind`.
     pub fn spawn(&mut self, kind: Kind) {
-        let name = format!("{}{}", if kind == Kind::Rust { "r" } else { "p" }, self.spawned);
+        let name = format!("{}{}", kind.prefix(), self.spawned);
         self.spawned += 1;
         let seed = self.rng.next_u64() >> 1;
         let skew = if kind == Kind::Sql { self.rng.range(-self.spec.skew, self.spec.skew) } else { 0.0 };
@@ -99,16 +153,27 @@ impl Crew {
                 c.arg("--bound-rate").arg(spec.bound_rate.to_string());
                 c
             }
+            Kind::Primitive(role) => {
+                let mut c = Command::new(std::env::current_exe().expect("own executable"));
+                c.arg("primitive-worker").arg("--role").arg(role_arg(role));
+                c.arg("--max-holders").arg(spec.primitives.max_holders.to_string());
+                c.arg("--keys").arg(spec.primitives.of(role).join(","));
+                c
+            }
         };
+        if kind.writes() {
+            command
+                .arg("--resource-url")
+                .arg(format!("{} application_name=chaos-{name}-data", spec.resource_conn))
+                .arg("--keys")
+                .arg(spec.keys.join(","))
+                .args(spec.fast.then_some("--fast"));
+        }
         command
             .arg("--name")
             .arg(&name)
             .arg("--dlock-url")
             .arg(format!("{} application_name=chaos-{name}", spec.dlock_conn))
-            .arg("--resource-url")
-            .arg(format!("{} application_name=chaos-{name}-data", spec.resource_conn))
-            .arg("--keys")
-            .arg(spec.keys.join(","))
             .arg("--ttl-min")
             .arg(spec.ttl.0.to_string())
             .arg("--ttl-max")
@@ -119,7 +184,6 @@ impl Crew {
             .arg(spec.dir.join(format!("{name}.jsonl")))
             .arg("--seed")
             .arg(seed.to_string())
-            .args(spec.fast.then_some("--fast"))
             .env("RUST_LOG", "off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -9,7 +9,7 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::check::{BoundKill, PROBE_WAIT, Snapshot};
 use crate::crew::Crew;
-use crate::history::{Event, Log};
+use crate::history::{Event, Log, Mode};
 use crate::resource;
 
 /// How many of each fault were injected.
@@ -97,6 +97,8 @@ pub async fn probe(port: u16, key: String, owner: String, log: Arc<Mutex<Log>>) 
         // Granted after the statement began: it lives at least until then + 1 s.
         live_until: requested_at + 1.0,
         bound: false,
+        mode: Mode::Exclusive,
+        max_holders: None,
     });
     log.lock().unwrap().record(&Event::Releasing {
         owner: owner.clone(),
@@ -105,6 +107,7 @@ pub async fn probe(port: u16, key: String, owner: String, log: Arc<Mutex<Log>>) 
         local: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
+        lb: Some(granted_by),
     });
     let released = db
         .query_one(
@@ -127,7 +130,10 @@ pub fn stop_cont(crew: &mut Crew, pause: Duration, counts: &mut Counts) {
     let Some(i) = crew.pick_holder() else { return };
     let pid = crew.workers[i].pid;
     counts.stop_cont += 1;
-    counts.paused_leases.extend(crew.workers[i].holding());
+    // What became of its late writes is reported for the workers that write to the resource.
+    if crew.workers[i].kind.writes() {
+        counts.paused_leases.extend(crew.workers[i].holding());
+    }
     // SAFETY: kill(2) on a child we spawned and have not reaped.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     tokio::spawn(async move {

@@ -4,12 +4,15 @@
 //! `dlock-chaos run` starts a throwaway cluster, a fenced resource in a second database, a
 //! connection-cutting proxy and worker processes (`dlock-chaos worker` through the Rust client,
 //! `tests/chaos/worker.py` in raw SQL), injects faults, then checks the lease history against the
-//! resource and exits non-zero on any violation.
+//! resource and exits non-zero on any violation. With `--primitives`, workers of the version 2
+//! primitives (`dlock-chaos primitive-worker`: shared leases, semaphores, multi-key grants,
+//! elections) run beside them under the same faults, and the checker judges them too.
 
 mod check;
 mod crew;
 mod faults;
 mod history;
+mod primitives;
 mod proxy;
 mod report;
 mod resource;
@@ -33,6 +36,8 @@ enum Command {
     Run(run_args::RunArgs),
     /// One Rust worker (started by `run`).
     Worker(worker::WorkerArgs),
+    /// One worker of the version 2 primitives (started by `run`).
+    PrimitiveWorker(primitives::PrimitiveArgs),
 }
 
 fn main() {
@@ -46,6 +51,11 @@ fn main() {
             let runtime =
                 tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
             runtime.block_on(worker::run(args));
+        }
+        Command::PrimitiveWorker(args) => {
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            runtime.block_on(primitives::run(args));
         }
     }
 }

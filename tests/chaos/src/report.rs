@@ -3,8 +3,9 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::check::{Outcome, Snapshot};
+use crate::check::{Outcome, Rule, Snapshot};
 use crate::faults::Counts;
+use crate::history::Primitive;
 use crate::run_args::RunArgs;
 
 /// How many violations are printed in full (all are counted).
@@ -53,6 +54,19 @@ pub fn render(
         outcome.intervals,
         outcome.accepted_writes,
         outcome.refused_writes
+    );
+    let per: Vec<String> = Primitive::ALL
+        .iter()
+        .map(|p| format!("{} {}", p.label(), outcome.per_primitive.get(p).copied().unwrap_or(0)))
+        .collect();
+    let _ = writeln!(
+        r,
+        "grants per primitive: {} (multi-key: {} grants of all their keys, counted per key; {} refused \
+         requests checked for keys left held; {} dlock_leader answers compared)",
+        per.join(", "),
+        outcome.multi_grants,
+        outcome.multi_not_granted,
+        outcome.leader_observations
     );
     let _ = writeln!(
         r,
@@ -159,6 +173,11 @@ pub fn render(
         );
     }
     let _ = writeln!(r, "violations: {}", outcome.violations.len());
+    let kinds: Vec<String> = Rule::ALL
+        .iter()
+        .map(|rule| format!("{} {}", rule.label(), outcome.by_rule.get(rule).copied().unwrap_or(0)))
+        .collect();
+    let _ = writeln!(r, "  per rule: {}", kinds.join("; "));
     for v in outcome.violations.iter().take(SHOWN) {
         let _ = writeln!(r, "  {v}");
     }

@@ -58,6 +58,13 @@ pub struct RunArgs {
     /// leases (fast mode has none).
     #[arg(long)]
     pub fast: bool,
+    /// Workers of the version 2 primitives per role, beside the hot-key workers: read-write
+    /// locks, semaphores, multi-key grants and elections (0: none). Not with `--fast`.
+    #[arg(long, default_value_t = 0)]
+    pub primitives: usize,
+    /// The semaphores' size.
+    #[arg(long, default_value_t = 3)]
+    pub max_holders: i32,
     /// Seed of every random choice of the run (faults, keys, ttls, holds, cuts).
     #[arg(long, default_value_t = 7)]
     pub seed: u64,

@@ -10,8 +10,9 @@ use dlock_tests::{Cluster, Standby};
 use tokio_postgres::NoTls;
 
 use crate::check::{self, Snapshot};
-use crate::crew::{Crew, Kind, Spec};
+use crate::crew::{Crew, Kind, PrimitiveKeys, Spec};
 use crate::faults::{self, Counts};
+use crate::primitives::Role;
 use crate::proxy::{self, ProxyStats};
 use crate::rng::Rng;
 use crate::run_args::RunArgs;
@@ -54,7 +55,8 @@ pub async fn run(args: RunArgs) -> bool {
     counts.skewed_workers = world.crew.skewed;
     counts.max_skew = world.crew.max_skew;
 
-    let grants = history::read(&world.dir).expect("read the lease history");
+    let history = history::read(&world.dir).expect("read the lease history");
+    let grants = &history.grants;
     if let (true, Some(snapshot)) = (args.failover, injected.snapshots.last()) {
         let after = |g: &&history::Grant| g.requested_at.is_some_and(|r| r > snapshot.read_at);
         counts.grants_after_failover = grants.iter().filter(after).count();
@@ -76,7 +78,7 @@ pub async fn run(args: RunArgs) -> bool {
     tokio::spawn(connection);
     let (accepted, refused) = resource::read(&db).await.expect("read the resource");
     let mut outcome = check::check(
-        &grants,
+        grants,
         &accepted,
         &refused,
         &injected.snapshots,
@@ -84,14 +86,20 @@ pub async fn run(args: RunArgs) -> bool {
         args.fast,
     );
     let crash_times: Vec<f64> = injected.snapshots.iter().map(|s| s.crash_at).collect();
+    check::multi_key(grants, &history.multi, &history.not_granted, &mut outcome);
+    check::elections(grants, &history.observations, &mut outcome);
     check::bound_kills(
-        &grants,
+        grants,
         &injected.counts.bound_kills,
         &injected.counts.terminated,
         &crash_times,
         &mut outcome,
     );
-    outcome.violations.splice(0..0, injected.violations);
+    // What the sentinels found across crashes and failovers comes first.
+    if !injected.violations.is_empty() {
+        *outcome.by_rule.entry(check::Rule::Durability).or_default() += injected.violations.len();
+        outcome.violations.splice(0..0, injected.violations);
+    }
     let text = report::render(&args, &injected.counts, &outcome, &injected.snapshots, started.elapsed());
     print!("{text}");
     let _ = std::fs::write(world.dir.join("report.txt"), &text);
@@ -169,6 +177,13 @@ async fn set_up(args: &RunArgs) -> World {
         skew: args.skew,
         bound_rate: if args.fast { 0.0 } else { args.bound_rate },
         fast: args.fast,
+        primitives: PrimitiveKeys {
+            shared: names("rw", 2),
+            semaphore: names("sem", 2),
+            multi_key: names("multi", 8),
+            elections: names("elect", 4),
+            max_holders: args.max_holders,
+        },
     };
     let mut crew = Crew::new(spec, args.seed);
     for _ in 0..args.rust_workers {
@@ -176,6 +191,14 @@ async fn set_up(args: &RunArgs) -> World {
     }
     for _ in 0..args.sql_workers {
         crew.spawn(Kind::Sql);
+    }
+    // Durable leases only: fast mode's crash rules are for the hot keys.
+    if !args.fast {
+        for role in [Role::Shared, Role::Semaphore, Role::MultiKey, Role::Election] {
+            for _ in 0..args.primitives {
+                crew.spawn(Kind::Primitive(role));
+            }
+        }
     }
     World {
         cluster,
@@ -188,6 +211,11 @@ async fn set_up(args: &RunArgs) -> World {
         proxy,
         crew,
     }
+}
+
+/// `prefix/0` … `prefix/<n-1>`.
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}/{i}")).collect()
 }
 
 /// Faults until the time is up: kill -9 (every other one of a session-bound holder when there

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use dlock_client::{Client, Error};
 use tokio_postgres::NoTls;
 
-use crate::history::{Event, Log};
+use crate::history::{Event, Log, Mode};
 use crate::resource;
 use crate::rng::Rng;
 
@@ -131,6 +131,8 @@ async fn cycle(
         granted_by: live_until - ttl,
         live_until,
         bound: false,
+        mode: Mode::Exclusive,
+        max_holders: None,
     });
     println!("hold {key} {fence}");
     let mut outcome = Ok(());
@@ -163,6 +165,7 @@ async fn cycle(
         key: key.to_string(),
         fence,
         local: epoch(Some(SystemTime::now())),
+        lb: last_at,
     });
     let ok = guard.release().await.ok();
     // A server time after the release answered (if the resource still answers).
