@@ -10,10 +10,22 @@ use tokio_postgres::error::SqlState;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The server refused an argument (SQLSTATE 22023 or 22004): empty or over-long key or owner,
-    /// ttl ≤ 0 or above `dlock.max_ttl`, negative wait.
+    /// The server (or the client, before sending) refused an argument (SQLSTATE 22023 or
+    /// 22004): empty or over-long key or owner, ttl ≤ 0 or above `dlock.max_ttl`, negative
+    /// wait, a semaphore of no permits or of another size than its holders', an empty,
+    /// duplicated or over-long key list, an over-long election `info`.
     #[error("invalid argument: {0}")]
     InvalidArgument(ServerMessage),
+    /// The owner already holds the key in the other mode (SQLSTATE 0A000): a shared request on a
+    /// key it holds exclusively, or the reverse. There is no silent upgrade or downgrade: let
+    /// the lease go first.
+    #[error("mode conflict: {0}")]
+    ModeConflict(ServerMessage),
+    /// A wait for a key to be free ([`Client::wait_free`](crate::Client::wait_free)) on a key
+    /// a lease of this very server session holds (SQLSTATE 55006): it could never end. Do not
+    /// wait for keys this client holds.
+    #[error("the key is held by this session: {0}")]
+    HeldHere(ServerMessage),
     /// The role may not do this (SQLSTATE 42501): another role's lease, or a force release by a
     /// role that is not a `dlock_admin` member.
     #[error("permission denied: {0}")]
@@ -105,6 +117,8 @@ impl Error {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
             Error::InvalidArgument(m)
+            | Error::ModeConflict(m)
+            | Error::HeldHere(m)
             | Error::PermissionDenied(m)
             | Error::Cancelled(m)
             | Error::Deadlock(m)
@@ -142,6 +156,12 @@ impl From<tokio_postgres::Error> for Error {
         let code = db.code();
         if *code == SqlState::INVALID_PARAMETER_VALUE || *code == SqlState::NULL_VALUE_NOT_ALLOWED {
             Error::InvalidArgument(message)
+        } else if *code == SqlState::FEATURE_NOT_SUPPORTED {
+            // dlock raises 0A000 for a mode conflict, and for PREPARE TRANSACTION, which the
+            // client never sends.
+            Error::ModeConflict(message)
+        } else if *code == SqlState::OBJECT_IN_USE {
+            Error::HeldHere(message)
         } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
             Error::PermissionDenied(message)
         } else if *code == SqlState::QUERY_CANCELED {

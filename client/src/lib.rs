@@ -31,6 +31,38 @@
 //! # }
 //! ```
 //!
+//! # More than a mutex
+//!
+//! The contract's version 2 primitives (dlock 0.2.0 on the server), each with the same
+//! watchdog, [`lost`](Guard::lost) token and fences as an exclusive lock:
+//! - **read-write locks**: [`LockBuilder::shared`] — readers side by side, never beside a
+//!   writer; asking for a key in the other mode than this owner holds it in is
+//!   [`Error::ModeConflict`];
+//! - **semaphores**: [`Client::semaphore`]`(key, n)` — at most `n` holders (each an owner: use
+//!   [`Client::with_owner`] for tasks of one process that count separately);
+//! - **multi-key locks**: [`Client::lock_all`] — every key or none, no deadlock whatever the
+//!   order, one [`MultiGuard`] renewing and releasing them all (its waits wait on the server);
+//! - **elections**: [`Client::election`] — [`Election::campaign`] returns a [`Leadership`]
+//!   whose term is a fence; [`Election::leader`] shows who leads; [`Election::observe`]
+//!   streams changes of leader as the server notifies them;
+//! - **lock-delay**: [`LockBuilder::lock_delay`] — a lease that expires (rather than being
+//!   released) holds its key back a while longer;
+//! - **waiting for a key to be free** without taking it: [`Client::wait_free`].
+//!
+//! ```no_run
+//! # async fn example(client: dlock_client::Client) -> Result<(), dlock_client::Error> {
+//! use std::time::Duration;
+//!
+//! let read = client.lock("catalog").shared().wait(Duration::from_secs(5)).acquire().await?;
+//! let permit = client.semaphore("gpu", 3).wait(Duration::from_secs(60)).acquire().await?;
+//! let both = client.lock_all(["account:1", "account:2"]).wait(Duration::from_secs(5)).acquire().await?;
+//! let lead = client.election("scheduler").campaign("node-1:8080").await?;
+//! println!("leading in term {} with fences {:?}", lead.term(), both.fences());
+//! # drop((read, permit, both, lead));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Behaviour worth knowing:
 //! - **Reentrancy.** Acquiring a key this client (the same owner string) already holds
 //!   succeeds at once with the same fence; each guard is one hold, and the key is free once
@@ -99,6 +131,7 @@
 
 mod client;
 mod connect;
+mod election;
 mod error;
 mod lock;
 mod sql;
@@ -109,6 +142,7 @@ pub use client::{Client, ClientBuilder, DEFAULT_POOL_SIZE, Expiry, IntoLockBuild
 pub use connect::PoolerMode;
 /// The connection pool crate, re-exported for [`Client::from_pool`].
 pub use deadpool_postgres;
+pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, ServerMessage};
-pub use lock::{DEFAULT_TTL, Guard, Lease, LockBuilder, LockInfo};
+pub use lock::{DEFAULT_TTL, Guard, Lease, LockAllBuilder, LockBuilder, LockInfo, MultiGuard};
 pub use tokio_util::sync::CancellationToken;

@@ -3,6 +3,7 @@
 mod builder;
 mod by_key;
 mod owner;
+mod wait_free;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ pub use by_key::{Expiry, LiveLease};
 
 use crate::connect::{PoolerMode, SslMode, TlsSettings};
 use crate::error::Error;
-use crate::lock::{Lease, LockBuilder};
+use crate::lock::{Kind, Lease, LockAllBuilder, LockBuilder};
 use crate::sql::Statements;
 use crate::sql::call::Protocol;
 use crate::sql::schema;
@@ -146,6 +147,27 @@ impl Client {
     /// [`LockBuilder::try_acquire`]. Defaults: 30 s ttl renewed by a watchdog, no wait.
     pub fn lock(&self, key: impl Into<String>) -> LockBuilder {
         LockBuilder::new(self.clone(), key.into())
+    }
+
+    /// Starts describing a counting semaphore of `permits` on `key`: a shared lease granted
+    /// only while fewer than `permits` owners hold the key (`dlock_acquire_shared` with
+    /// `max_holders`). Everyone using the key must pass the same number (another number while
+    /// holders hold it is [`Error::InvalidArgument`], as is 0, found before anything is sent).
+    /// Each holder is an owner: tasks of one process that should count separately need a
+    /// client each ([`with_owner`](Self::with_owner)), since clones are the same owner and
+    /// share one permit.
+    pub fn semaphore(&self, key: impl Into<String>, permits: u32) -> LockBuilder {
+        LockBuilder::of_kind(self.clone(), key.into(), Kind::Shared { max_holders: Some(permits) })
+    }
+
+    /// Starts describing a lock on every key of `keys` at once, all or none (see
+    /// [`LockAllBuilder`]); the fences come in the order of `keys`.
+    pub fn lock_all<I, K>(&self, keys: I) -> LockAllBuilder
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        LockAllBuilder::new(self.clone(), keys.into_iter().map(Into::into).collect())
     }
 
     /// Runs `work` while holding the lock: acquires it (as [`LockBuilder::acquire`] would:

@@ -10,9 +10,11 @@ use tokio_postgres::types::ToSql;
 
 use super::Mode;
 use super::guard::Guard;
+use super::request::Kind;
 use super::state::{LeaseState, Timing};
 use crate::client::Client;
 use crate::error::{Error, ServerMessage};
+use crate::sql::primitives::REQUEST;
 use crate::sql::rows::{self, Grant, Tried};
 use crate::sql::{KEY_OWNER_TTL_WAIT, Statements};
 use crate::waiting::Waits;
@@ -26,7 +28,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(9_000_000_000_000);
 
 /// How long an acquire may wait for the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
+pub(crate) enum Wait {
     /// Answer at once (`wait => 0`).
     No,
     /// Wait up to this long.
@@ -50,6 +52,8 @@ pub struct LockBuilder {
     renew_every: Option<Duration>,
     server_queue: bool,
     mode: Mode,
+    kind: Kind,
+    lock_delay: Duration,
 }
 
 impl LockBuilder {
@@ -63,7 +67,36 @@ impl LockBuilder {
             renew_every: None,
             server_queue: false,
             mode: Mode::Durable,
+            kind: Kind::Exclusive,
+            lock_delay: Duration::ZERO,
         }
+    }
+
+    /// A builder of `kind` (a semaphore's permit, an election's lead).
+    pub(crate) fn of_kind(client: Client, key: String, kind: Kind) -> LockBuilder {
+        LockBuilder { kind, ..LockBuilder::new(client, key) }
+    }
+
+    /// A shared lease (a read lock, `dlock_acquire_shared`): any number of owners hold the key
+    /// shared at once, and none while an exclusive lease holds it. Each shared holder's lease
+    /// is its own (fence, ttl, watchdog, release), and a waiting exclusive request holds back
+    /// later shared ones on the server, so writers do not starve. Asking for a key in the other
+    /// mode than this owner holds it in is [`Error::ModeConflict`]. For a counting semaphore
+    /// use [`Client::semaphore`]. Durable leases only ([`fast`](Self::fast) ones are exclusive).
+    pub fn shared(mut self) -> Self {
+        if !matches!(self.kind, Kind::Shared { .. }) {
+            self.kind = Kind::Shared { max_holders: None };
+        }
+        self
+    }
+
+    /// A lock-delay (Chubby's, Consul's): should this lease end by expiring rather than by
+    /// release, the key stays held back from new grants for `delay` after its expiry, so that
+    /// writes a paused holder still has in flight drain before the next holder starts.
+    /// Default: none. Needs a version 2 server (dlock 0.2.0); durable leases only.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay.min(MAX_DURATION);
+        self
     }
 
     /// The lease's time to live (default 30 s): it ends by itself this long after the last
@@ -194,7 +227,7 @@ impl LockBuilder {
                 Wait::Up(wait) => Some(wait.as_secs_f64()),
                 Wait::Forever => None,
             };
-            let statement = self.mode.acquire(&statements);
+            let statement = self.calls(&statements).acquire;
             return Ok(self.send(&statements, statement, wait, rows::acquired).await?.granted());
         };
         let deadline = match self.wait {
@@ -253,6 +286,20 @@ impl LockBuilder {
         if self.ttl.is_none() && !self.mode.allows_session_bound() {
             return refuse("dlock: a fast-mode lease needs a ttl (it cannot be session-bound)".into());
         }
+        match self.kind.max_holders() {
+            Some(0) => return refuse("dlock: a semaphore needs at least 1 permit (max_holders >= 1)".into()),
+            Some(n) if i32::try_from(n).is_err() => {
+                return refuse(format!("dlock: max_holders is {n}, the limit is {}", i32::MAX));
+            }
+            _ => {}
+        }
+        if self.mode == Mode::Fast && (self.kind != Kind::Exclusive || !self.lock_delay.is_zero()) {
+            return Err(Error::Unsupported(
+                "fast-mode leases are exclusive and have no lock-delay: take shared leases, \
+                 semaphores and lock-delays as durable leases"
+                    .into(),
+            ));
+        }
         let behind_transaction_pooler = self.client.shared.pooler.is_transaction();
         if self.server_queue && self.wait != Wait::No && behind_transaction_pooler {
             return Err(Error::Unsupported(
@@ -281,12 +328,19 @@ impl LockBuilder {
         statements: &Arc<Statements>,
         settle: Option<Duration>,
     ) -> Result<Tried<Guard>, Error> {
-        match self.mode.try_acquire(statements) {
+        let calls = self.calls(statements);
+        match calls.try_once {
+            // Version 2's tries never wait: the settle time only applies to dlock_try_acquire.
             Some(statement) => {
                 self.send(statements, statement, settle.map(|s| s.as_secs_f64()), rows::tried).await
             }
-            None => self.send(statements, self.mode.acquire(statements), Some(0.0), rows::acquired).await,
+            None => self.send(statements, calls.acquire, Some(0.0), rows::acquired).await,
         }
+    }
+
+    /// The statements that take this builder's lease.
+    fn calls<'a>(&self, statements: &'a Statements) -> super::request::Calls<'a> {
+        self.kind.calls(self.mode, self.lock_delay, statements)
     }
 
     /// One acquire `statement` (with a wait, or a settle time) on a pooled connection, its
@@ -300,10 +354,16 @@ impl LockBuilder {
     ) -> Result<Tried<Guard>, Error> {
         let mut connection = InFlight(Some(self.client.pool.get().await?));
         let ttl = self.ttl.map(|t| t.as_secs_f64());
+        let lock_delay = self.lock_delay.as_secs_f64();
+        // Checked to fit before anything is sent.
+        let max_holders = self.kind.max_holders().and_then(|n| i32::try_from(n).ok());
+        let info = self.kind.info();
         let sent = Instant::now();
-        let values: [&(dyn ToSql + Sync); 4] = [&self.key, &&*self.client.owner, &ttl, &wait];
-        let answer =
-            self.client.protocol().query_one(connection.get(), statement, &KEY_OWNER_TTL_WAIT, &values).await;
+        let values: [&(dyn ToSql + Sync); 7] =
+            [&self.key, &&*self.client.owner, &ttl, &wait, &lock_delay, &max_holders, &info];
+        let (types, values): (&[_], &[_]) =
+            if self.calls(statements).v2 { (&REQUEST, &values) } else { (&KEY_OWNER_TTL_WAIT, &values[..4]) };
+        let answer = self.client.protocol().query_one(connection.get(), statement, types, values).await;
         // An answer, even an error, means the statement is over: the connection is reusable.
         let object = connection.finish();
         Ok(match parse(&answer?)? {
@@ -343,15 +403,15 @@ impl LockBuilder {
 /// A pooled connection with a statement in flight: if the future owning it is dropped before
 /// the answer arrived, the connection is closed rather than pooled, so the server notices the
 /// hang-up and forgets the waiter (and a session-bound grant with it).
-struct InFlight(Option<Object>);
+pub(crate) struct InFlight(pub(crate) Option<Object>);
 
 impl InFlight {
-    fn get(&mut self) -> &mut Object {
+    pub(crate) fn get(&mut self) -> &mut Object {
         self.0.as_mut().expect("connection taken")
     }
 
     /// The answer arrived: the connection is an ordinary pooled one again.
-    fn finish(mut self) -> Object {
+    pub(crate) fn finish(mut self) -> Object {
         self.0.take().expect("connection taken")
     }
 }

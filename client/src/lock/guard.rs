@@ -138,6 +138,11 @@ impl Guard {
         self.lease.key()
     }
 
+    /// The state this guard shares with its views and watchdog.
+    pub(super) fn state(&self) -> &LeaseState {
+        &self.lease.state
+    }
+
     /// The fence token of this grant (see [`Lease::fence`]).
     pub fn fence(&self) -> i64 {
         self.lease.fence()

@@ -10,10 +10,13 @@
 //! (session-bound ttl, endless wait) passes through unchanged.
 
 pub(crate) mod call;
+pub(crate) mod primitives;
 pub(crate) mod rows;
 pub(crate) mod schema;
 
 use tokio_postgres::types::Type;
+
+use primitives::Primitives;
 
 /// The statements of one database, qualified with the schema the extension lives in there.
 #[derive(Debug)]
@@ -53,6 +56,8 @@ pub(crate) struct Statements {
     pub(crate) unwatch: String,
     /// The live leases of `dlock_locks`; `expires_at` NULL for session-bound ones.
     pub(crate) locks: String,
+    /// Version 2: shared leases, lock-delays, elections, multi-key, waiting for a free key.
+    pub(crate) primitives: Primitives,
 }
 
 /// `$n` parameters, their types given with the statement (so that no round trip asks the
@@ -106,6 +111,7 @@ impl Statements {
                         holder_role::pg_catalog.text, waiters::pg_catalog.int8 \
                    FROM {s}.dlock_locks ORDER BY key"
             ),
+            primitives: Primitives::new(&s),
         }
     }
 }
@@ -133,7 +139,7 @@ mod tests {
             &statements.unwatch,
             &statements.locks,
         ];
-        for statement in all {
+        for statement in all.into_iter().chain(statements.primitives.all()) {
             let calls = statement.matches("dlock_").count();
             let qualified = statement.matches("\"my \"\"locks\"\"\".dlock_").count();
             assert!(calls >= 1 && calls == qualified, "{statement}");

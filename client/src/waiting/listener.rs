@@ -99,7 +99,11 @@ impl Waits {
     }
 
     /// Makes sure the listener (connected first if need be) watches the line's key.
-    async fn watch(self: &Arc<Self>, line: &KeyLine, statements: &Arc<Statements>) -> Result<(), Error> {
+    pub(super) async fn watch(
+        self: &Arc<Self>,
+        line: &KeyLine,
+        statements: &Arc<Statements>,
+    ) -> Result<(), Error> {
         let mut connection = self.listener().connection.lock().await;
         if connection.as_ref().is_none_or(|c| c.client.is_closed()) {
             *connection = Some(self.connect(statements).await?);

@@ -17,6 +17,7 @@
 
 mod listener;
 mod polling;
+mod watched;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,8 +27,11 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 use tokio::time::Instant;
 
-pub(crate) use listener::Listener;
+pub(crate) use listener::{Listener, RECHECK};
 pub(crate) use polling::DEFAULT_MAX_POLL_INTERVAL;
+/// Tries until granted or the deadline, pausing with growing, jittered pauses in between
+/// (for waits that the listener's lines do not serve, behind a transaction pooler).
+pub(crate) use polling::wait as retry;
 
 use crate::error::Error;
 use crate::lock::Mode;
@@ -96,6 +100,19 @@ impl Waits {
     /// behind them instead of trying first).
     pub(crate) fn has_line(&self, mode: Mode, key: &str) -> bool {
         self.state().keys.contains_key(&(mode, key.to_owned()))
+    }
+
+    /// Whether waits here hear of freed keys from the listener (not behind a transaction pooler).
+    pub(crate) fn listens(&self) -> bool {
+        matches!(self.wake, Wake::Listener(_))
+    }
+
+    /// The longest pause between tries, when waits retry (behind a transaction pooler).
+    pub(crate) fn max_poll_interval(&self) -> Option<Duration> {
+        match self.wake {
+            Wake::Listener(_) => None,
+            Wake::Polling { max_interval } => Some(max_interval),
+        }
     }
 
     /// Whether a wait for a key of `mode` can be done here. The listener only hears of durable

@@ -21,7 +21,7 @@ pub(crate) const DEFAULT_MAX_POLL_INTERVAL: Duration = Duration::from_millis(250
 
 /// The head's loop: try with `attempt(Some(0))` (no waiting on the server), pause, again,
 /// until granted or `deadline` (`None` then; the last try is at the deadline).
-pub(super) async fn wait<T, F, Fut>(
+pub(crate) async fn wait<T, F, Fut>(
     deadline: Option<Instant>,
     max_interval: Duration,
     mut attempt: F,
