@@ -1,6 +1,7 @@
-//! Leader election: of N copies of this program, one is the leader and runs the job; the others
-//! wait on the server (in arrival order, no polling). Kill the leader (even with `kill -9`): its
-//! lease is no longer renewed, and the next in line takes over within the ttl.
+//! Leader election: of N copies of this program, one leads and runs the job; the others
+//! campaign, waiting on the client's listener (no polling, no connection held). Kill the leader
+//! (even with `kill -9`): its lease is no longer renewed, and the next candidate takes over
+//! within the ttl. Each copy also prints every change of leader it observes.
 //!
 //! ```sh
 //! DATABASE_URL=postgresql://app@localhost/app cargo run -p dlock --example leader_election -- a
@@ -18,20 +19,33 @@ const TTL: Duration = Duration::from_secs(5);
 async fn main() -> Result<(), Error> {
     let name = std::env::args().nth(1).unwrap_or_else(|| "candidate".into());
     let client = Client::connect(&std::env::var("DATABASE_URL").unwrap_or_default()).await?;
+    let election = client.election("example:leader").ttl(TTL);
+
+    let mut changes = election.observe().await?;
+    let observer = name.clone();
+    tokio::spawn(async move {
+        while let Some(Ok(leader)) = changes.next().await {
+            match leader {
+                Some(leader) => println!("{observer}: {:?} leads (term {})", leader.info, leader.term),
+                None => println!("{observer}: nobody leads"),
+            }
+        }
+    });
+
     loop {
-        println!("{name}: waiting to lead");
-        let guard = client.lock("example:leader").ttl(TTL).wait_forever().acquire().await?;
-        println!("{name}: leading with fence {}", guard.fence());
-        let lost = guard.lost();
+        println!("{name}: campaigning");
+        let leadership = election.campaign(name.as_str()).await?;
+        println!("{name}: leading in term {}", leadership.term());
+        let lost = leadership.lost();
         let mut ticks = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
                 () = lost.cancelled() => break,
-                _ = ticks.tick() => println!("{name}: leader's job tick (fence {})", guard.fence()),
+                _ = ticks.tick() => println!("{name}: leader's job tick (term {})", leadership.term()),
             }
         }
-        // Lost (a long pause, a cut connection): stop leading, then stand in line again.
+        // Lost (a long pause, a cut connection): stop leading, then campaign again.
         eprintln!("{name}: lost the lead");
-        drop(guard);
+        drop(leadership);
     }
 }

@@ -315,3 +315,114 @@ async fn the_cli_connects_with_sslmode_verify_full_from_the_url_or_the_environme
     assert_eq!(out.code, Some(70), "stderr: {}", out.stderr);
     assert!(out.stderr.contains("certificate could not be verified"), "stderr: {}", out.stderr);
 }
+
+#[tokio::test]
+async fn run_shared_holds_beside_other_readers_and_keeps_writers_out() {
+    let k = key("cli_run_shared", "k");
+    let bin = env!("CARGO_BIN_EXE_dlock");
+    let url = url();
+    // While this reader runs its command, a second reader runs too and a writer is refused.
+    let script = format!(
+        r#""{bin}" --database-url "{url}" run --shared --key "{k}" -- true || exit 10
+           "{bin}" --database-url "{url}" run --key "{k}" -- true; test $? -eq 75 || exit 11
+           "{bin}" --database-url "{url}" run --max-holders 2 --key "{k}" -- true; test $? -eq 70 || exit 12"#
+    );
+    let out = call(&["run", "--shared", "--key", &k, "--", "sh", "-c", &script]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("max_holders"), "a semaphore of another size is refused: {}", out.stderr);
+    assert!(listed(&k).await.is_none(), "released after the command ended");
+    let out = call(&["run", "--max-holders", "1", "--key", &k, "--", "sh", "-c", "exit 4"]).await;
+    assert_eq!(out.code, Some(4), "a semaphore passes the status through: {}", out.stderr);
+}
+
+#[tokio::test]
+async fn run_with_no_permits_exits_64_without_running() {
+    let k = key("cli_run_no_permits", "k");
+    let out =
+        call(&["run", "--shared", "--max-holders", "0", "--key", &k, "--", "sh", "-c", "echo ran"]).await;
+    assert_eq!(out.code, Some(64), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("--max-holders must be at least 1"), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "", "the command must not run");
+}
+
+#[tokio::test]
+async fn elect_runs_the_command_while_leading_and_stops_it_when_the_lead_is_lost() {
+    let name = key("cli_elect", "e");
+    let mut elect = dlock(&[
+        "elect",
+        &name,
+        "--info",
+        "node-1:8080",
+        "--ttl",
+        "2s",
+        "--grace",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        r#"test -n "$DLOCK_TERM" && exec sleep 30"#,
+    ])
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("dlock elect starts");
+    let admin = admin().await;
+    eventually(Duration::from_secs(10), "elect leads", || async {
+        admin.lease(&name).await.unwrap().is_some()
+    })
+    .await;
+
+    let out = call(&["leader", &name, "--json"]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let leader: Value = serde_json::from_str(&out.stdout).expect("leader --json prints JSON");
+    assert_eq!(leader["info"], "node-1:8080");
+    assert_eq!(leader["term"].as_i64(), Some(admin.lease(&name).await.unwrap().unwrap().fence));
+    assert!(leader["since"].is_string() && leader["expires_at"].is_string(), "{leader}");
+    let out = call(&["leader", &name]).await;
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.lines().any(|line| line.starts_with("info") && line.ends_with("node-1:8080")),
+        "{}",
+        out.stdout
+    );
+
+    assert!(admin.force_release(&name).await.unwrap());
+    let status = within(Duration::from_secs(2 + 1 + 3), "elect ends after the lead is lost", elect.wait())
+        .await
+        .unwrap();
+    assert!(matches!(status.code(), Some(143 | 137)), "{status:?}");
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut elect.stderr.take().unwrap(), &mut stderr).await.unwrap();
+    assert!(stderr.contains("the lead of") && stderr.contains("was lost"), "stderr: {stderr}");
+}
+
+#[tokio::test]
+async fn elect_passes_the_status_through_and_resigns_after() {
+    let name = key("cli_elect_status", "e");
+    let out = call(&["elect", &name, "--", "sh", "-c", "exit 5"]).await;
+    assert_eq!(out.code, Some(5), "stderr: {}", out.stderr);
+    let out = call(&["leader", &name]).await;
+    assert_eq!(out.code, Some(1), "nobody leads once the command ended");
+    assert!(out.stderr.contains("nobody leads"), "stderr: {}", out.stderr);
+    let out = call(&["leader", &name, "--json"]).await;
+    assert_eq!((out.code, out.stdout.trim()), (Some(1), "null"), "stderr: {}", out.stderr);
+}
+
+#[tokio::test]
+async fn elect_exits_75_when_its_wait_elapses_while_another_leads() {
+    let name = key("cli_elect_busy", "e");
+    let mut first = dlock(&["elect", &name, "--", "sleep", "30"]).spawn().expect("dlock elect starts");
+    let admin = admin().await;
+    eventually(Duration::from_secs(10), "the first leads", || async {
+        admin.lease(&name).await.unwrap().is_some()
+    })
+    .await;
+    let out = call(&["elect", &name, "--wait", "300ms", "--", "sh", "-c", "echo ran"]).await;
+    assert_eq!(out.code, Some(75), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "", "the command must not run");
+    let pid = i32::try_from(first.id().unwrap()).unwrap();
+    // SAFETY: kill(2) of the child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = within(Duration::from_secs(5), "elect ends with its command", first.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(143), "the command died of the forwarded SIGTERM");
+    assert!(admin.lease(&name).await.unwrap().is_none(), "resigned once the command ended");
+}

@@ -34,7 +34,7 @@ impl From<LiveLease> for LockRow {
 }
 
 /// A server timestamp in RFC 3339 (UTC, milliseconds).
-fn timestamp(at: SystemTime) -> String {
+pub fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 

@@ -2,6 +2,7 @@
 //! jobs (`dlock run`), a view of the live leases (`dlock list`), and lease steps for scripts.
 
 mod commands;
+mod elect;
 mod metrics;
 mod run;
 
@@ -19,16 +20,23 @@ pub const EXIT_NOT_ACQUIRED: u8 = 75;
 pub const EXIT_FAILURE: u8 = 70;
 /// Exit status of `release`/`renew` when the lease was not (or no longer) ours.
 pub const EXIT_NOT_OURS: u8 = 1;
+/// Exit status of `leader` when nobody leads the election.
+pub const EXIT_NOBODY_LEADS: u8 = 1;
+/// Exit status of a bad value of an option that clap cannot check (EX_USAGE).
+pub const EXIT_USAGE: u8 = 64;
 
 const EXIT_CODES: &str = "\
 Exit status:
   0    done (run: the command's own status is passed through)
-  1    release/renew: the lease was not ours, or already gone; release --force: the key was free
+  1    release/renew: the lease was not ours, or already gone; release --force: the key was free;
+       leader: nobody leads (--json prints null)
   2    bad usage
-  64   metrics: the --listen address is not one, or cannot be listened on (EX_USAGE)
+  64   a bad option value: run --max-holders 0; metrics: the --listen address is not one, or
+       cannot be listened on (EX_USAGE)
   70   any other error (connection, permission, server error), explained on stderr
-  75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL)
-  128+N  run: the command was killed by signal N (143 = SIGTERM, 137 = SIGKILL)";
+  75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL);
+       elect: --wait elapsed before this process led
+  128+N  run, elect: the command was killed by signal N (143 = SIGTERM, 137 = SIGKILL)";
 
 /// Distributed locks inside PostgreSQL (the dlock extension), from the command line.
 #[derive(Debug, Parser)]
@@ -78,6 +86,22 @@ enum Command {
     ///
     /// Example: dlock run --key report:nightly --wait 10s -- ./nightly-report.sh
     Run(run::RunArgs),
+    /// Run a command only while leading an election; resign when it ends.
+    ///
+    /// Waits to lead NAME (renewed by a watchdog every ttl/3), runs the command with
+    /// DLOCK_ELECTION and DLOCK_TERM in its environment, and stops it as `run` does when the
+    /// lead is lost (SIGTERM, SIGKILL after --grace). Exits with the command's status, or 75 if
+    /// --wait elapsed first.
+    ///
+    /// Example: dlock elect scheduler --info "$(hostname):8080" -- ./scheduler
+    Elect(elect::ElectArgs),
+    /// Print the leader of an election: info, term, since, expires_at (never its candidate).
+    ///
+    /// Exits 1 when nobody leads (with --json it prints null).
+    Leader {
+        /// The election's name.
+        name: String,
+    },
     /// List live leases (the dlock_locks view): key, owner, fence, holds, expiry, role, waiters.
     ///
     /// Owners of other roles' leases show as "-" (null in --json) unless you are a superuser
@@ -138,6 +162,8 @@ enum Command {
 pub enum Failure {
     /// The lock was not acquired (exit 75).
     NotAcquired(String),
+    /// A bad option value (exit 64).
+    Usage(String),
     /// Anything else (exit 70).
     Other(String),
 }
@@ -171,6 +197,7 @@ fn main() -> ExitCode {
 fn fail(failure: Failure) -> ExitCode {
     let (message, code) = match failure {
         Failure::NotAcquired(message) => (message, EXIT_NOT_ACQUIRED),
+        Failure::Usage(message) => (message, EXIT_USAGE),
         Failure::Other(message) => (message, EXIT_FAILURE),
     };
     eprintln!("dlock: {message}");
@@ -196,6 +223,11 @@ async fn execute(cli: Cli) -> Result<u8, Failure> {
             let client = connect(&database_url, owner.as_deref()).await?;
             run::run(&client, args).await
         }
+        Command::Elect(args) => {
+            let client = connect(&database_url, owner.as_deref()).await?;
+            elect::elect(&client, args).await
+        }
+        Command::Leader { name } => elect::leader(&connect(&database_url, None).await?, &name, json).await,
         Command::List => commands::list(&connect(&database_url, None).await?, json).await,
         Command::Acquire { key, ttl, wait } => {
             let owner = scripted_owner();

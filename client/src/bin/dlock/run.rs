@@ -1,4 +1,5 @@
-//! `dlock run`: a command run only while the lease is held, killed if the lease is lost.
+//! `dlock run`: a command run only while the lease is held, killed if the lease is lost; and
+//! that supervision of a command, which `dlock elect` shares.
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -6,7 +7,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use clap::Args;
-use dlock_client::Client;
+use dlock_client::{CancellationToken, Client};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
@@ -26,6 +27,14 @@ pub struct RunArgs {
     /// How long to wait for another owner to let go (0: give up at once, exit 75).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub wait: Duration,
+    /// Take the key shared (a read lock): beside other shared holders, never beside an
+    /// exclusive one.
+    #[arg(long)]
+    pub shared: bool,
+    /// A semaphore of N permits: at most N shared holders at once (N >= 1, else exit 64;
+    /// every holder of the key must pass the same N). Implies --shared.
+    #[arg(long, value_name = "N")]
+    pub max_holders: Option<u32>,
     /// After the lease is lost, how long the command has between SIGTERM and SIGKILL.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub grace: Duration,
@@ -36,28 +45,43 @@ pub struct RunArgs {
 
 /// Acquires, runs the command to its end, releases; the command's exit status.
 pub async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
-    let guard = client.lock(&args.key).ttl(args.ttl).wait(args.wait).acquire().await?;
+    let builder = match (args.shared, args.max_holders) {
+        (_, Some(0)) => {
+            return Err(Failure::Usage("--max-holders must be at least 1 (a semaphore of N permits)".into()));
+        }
+        (_, Some(n)) => client.semaphore(&args.key, n),
+        (true, None) => client.lock(&args.key).shared(),
+        (false, None) => client.lock(&args.key),
+    };
+    let guard = builder.ttl(args.ttl).wait(args.wait).acquire().await?;
+    let env = [("DLOCK_KEY", args.key.clone()), ("DLOCK_FENCE", guard.fence().to_string())];
+    let what = format!("the lease on {}", args.key);
+    let status = supervise(&args.command, &env, guard.lost(), args.grace, &what).await;
+    release(guard).await;
+    status
+}
+
+/// Runs `command` with `env` to its end, forwarding SIGINT and SIGTERM to it; once `lost`
+/// fires (`what` was lost), sends it SIGTERM, and SIGKILL after `grace`. Its exit status.
+pub async fn supervise(
+    command: &[OsString],
+    env: &[(&str, String)],
+    lost: CancellationToken,
+    grace: Duration,
+    what: &str,
+) -> Result<u8, Failure> {
     // From here on SIGINT and SIGTERM are forwarded rather than ending dlock, so that the lease
     // is released after the command is gone (before this, they end dlock and its wait).
     let signals = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
     let (Ok(mut interrupt), Ok(mut terminate)) = signals else {
-        release(guard).await;
         return Err(Failure::Other("cannot install signal handlers".into()));
     };
-    let spawned = Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .env("DLOCK_KEY", &args.key)
-        .env("DLOCK_FENCE", guard.fence().to_string())
-        .spawn();
+    let spawned = Command::new(&command[0]).args(&command[1..]).envs(env.iter().cloned()).spawn();
     let mut child = match spawned {
         Ok(child) => child,
-        Err(e) => {
-            release(guard).await;
-            return Err(Failure::Other(format!("cannot run {}: {e}", display_command(&args.command))));
-        }
+        Err(e) => return Err(Failure::Other(format!("cannot run {}: {e}", display_command(command)))),
     };
     let pid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
-    let lost = guard.lost();
     let mut lease_lost = false;
     // When the command gets SIGKILL, once the lease is lost.
     let mut kill_at: Option<Instant> = None;
@@ -75,12 +99,11 @@ pub async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
             () = lost.cancelled(), if !lease_lost => {
                 lease_lost = true;
                 eprintln!(
-                    "dlock: the lease on {} was lost; sending SIGTERM to the command (SIGKILL in {})",
-                    args.key,
-                    humantime::format_duration(args.grace)
+                    "dlock: {what} was lost; sending SIGTERM to the command (SIGKILL in {})",
+                    humantime::format_duration(grace)
                 );
                 send(pid, libc::SIGTERM);
-                kill_at = Some(Instant::now() + args.grace);
+                kill_at = Some(Instant::now() + grace);
             }
             () = grace_over => {
                 eprintln!("dlock: the command outlived the grace period; sending SIGKILL");
@@ -90,15 +113,10 @@ pub async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
             }
         }
     };
-    let status = match status {
-        Ok(status) => status,
-        Err(e) => {
-            release(guard).await;
-            return Err(Failure::Other(format!("waiting for the command failed: {e}")));
-        }
-    };
-    release(guard).await;
-    Ok(exit_code(status))
+    match status {
+        Ok(status) => Ok(exit_code(status)),
+        Err(e) => Err(Failure::Other(format!("waiting for the command failed: {e}"))),
+    }
 }
 
 /// Gives the lease back; a failure only means it runs out its ttl, so it is only reported.
