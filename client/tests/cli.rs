@@ -343,6 +343,13 @@ async fn run_with_no_permits_exits_64_without_running() {
     assert_eq!(out.code, Some(64), "stderr: {}", out.stderr);
     assert!(out.stderr.contains("--max-holders must be at least 1"), "stderr: {}", out.stderr);
     assert_eq!(out.stdout, "", "the command must not run");
+    // Refused before connecting: no server is needed to say so.
+    let out = finished(dlock_at(
+        "postgresql://postgres@127.0.0.1:1/postgres",
+        &["run", "--max-holders", "0", "--key", &k, "--", "true"],
+    ))
+    .await;
+    assert_eq!(out.code, Some(64), "stderr: {}", out.stderr);
 }
 
 #[tokio::test]

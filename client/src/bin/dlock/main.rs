@@ -220,6 +220,7 @@ async fn execute(cli: Cli) -> Result<u8, Failure> {
     };
     match cli.command {
         Command::Run(args) => {
+            run::check(&args)?;
             let client = connect(&database_url, owner.as_deref()).await?;
             run::run(&client, args).await
         }

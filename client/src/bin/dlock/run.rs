@@ -43,12 +43,18 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// Refuses option values clap cannot check, before anything connects.
+pub fn check(args: &RunArgs) -> Result<(), Failure> {
+    if args.max_holders == Some(0) {
+        return Err(Failure::Usage("--max-holders must be at least 1 (a semaphore of N permits)".into()));
+    }
+    Ok(())
+}
+
 /// Acquires, runs the command to its end, releases; the command's exit status.
 pub async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
+    check(&args)?;
     let builder = match (args.shared, args.max_holders) {
-        (_, Some(0)) => {
-            return Err(Failure::Usage("--max-holders must be at least 1 (a semaphore of N permits)".into()));
-        }
         (_, Some(n)) => client.semaphore(&args.key, n),
         (true, None) => client.lock(&args.key).shared(),
         (false, None) => client.lock(&args.key),
