@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dlock's metrics through a real Prometheus (Debian's prometheus and prometheus-postgres-exporter,
 # installed if missing): a cluster with dlock preloaded (schema dlock), the exporter with
-# docs/deploy/prometheus/dlock-queries.yaml, `dlock metrics --listen` if the CLI has it, and a
-# Prometheus scraping both every second with docs/deploy/prometheus/dlock-alerts.yml loaded.
+# docs/deploy/prometheus/dlock-queries.yaml, the CLI's `dlock metrics --listen` (target/release/dlock
+# from `make cli` if built, else the debug build, built here if missing), and a Prometheus
+# scraping both every second with docs/deploy/prometheus/dlock-alerts.yml loaded.
 # A rate-limited workload (pgbench -R) runs meanwhile; then, through Prometheus' HTTP API:
 #   - rate(dlock_grants_total[30s]) of each source is within 20 % of the workload's rate;
 #   - a lease that expired while its holder stayed connected fires DlockLeaseExpiredUnderConnectedHolder.
@@ -50,15 +51,22 @@ pids+=($!)
 targets="'127.0.0.1:$exporter_port'"
 jobs=(exporter)
 
-# The CLI's own endpoint, when this build of it has one.
-cli="${CARGO_TARGET_DIR:-$root/target}/release/dlock"
-if [ -x "$cli" ] && "$cli" metrics --help >/dev/null 2>&1; then
-  cli_port=$(free_port)
-  "$cli" metrics --listen "127.0.0.1:$cli_port" \
-    --url "postgresql://postgres@127.0.0.1:$PGPORT/postgres" >"$dir/cli.log" 2>&1 &
-  pids+=($!)
-  jobs+=(cli)
+# The CLI's own endpoint: the release build if there is one with `metrics`, else the debug build.
+target="${CARGO_TARGET_DIR:-$root/target}"
+cli=
+for candidate in "$target/release/dlock" "$target/debug/dlock"; do
+  if [ -x "$candidate" ] && "$candidate" metrics --help >/dev/null 2>&1; then cli=$candidate; break; fi
+done
+if [ -z "$cli" ]; then
+  echo "prometheus-test: building the dlock CLI (debug)"
+  (cd "$root" && cargo build -q -p dlock --features cli --bin dlock)
+  cli="$target/debug/dlock"
 fi
+cli_port=$(free_port)
+"$cli" metrics --listen "127.0.0.1:$cli_port" \
+  --database-url "postgresql://postgres@127.0.0.1:$PGPORT/postgres" >"$dir/cli.log" 2>&1 &
+pids+=($!)
+jobs+=(cli)
 
 prom_port=$(free_port)
 {
@@ -67,10 +75,8 @@ prom_port=$(free_port)
   echo "scrape_configs:"
   echo "  - job_name: exporter"
   echo "    static_configs: [{targets: [$targets]}]"
-  if [ -n "${cli_port:-}" ]; then
-    echo "  - job_name: cli"
-    echo "    static_configs: [{targets: ['127.0.0.1:$cli_port']}]"
-  fi
+  echo "  - job_name: cli"
+  echo "    static_configs: [{targets: ['127.0.0.1:$cli_port']}]"
 } >"$dir/prometheus.yml"
 promtool check config "$dir/prometheus.yml" >/dev/null
 prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/tsdb" \
@@ -114,4 +120,7 @@ case " $firing " in
 esac
 echo "prometheus-test: a sample scrape of the exporter:"
 curl -fs "http://127.0.0.1:$exporter_port/metrics" | grep -E '^dlock_(grants_total|wait_seconds_count|leases_live|expiries_while_connected_total)' | head -8
+echo "prometheus-test: the start of a scrape of $cli metrics (whole in $dir/cli-scrape.txt):"
+curl -fs "http://127.0.0.1:$cli_port/metrics" >"$dir/cli-scrape.txt" || { echo "prometheus-test: scraping the CLI failed" >&2; status=1; }
+head -30 "$dir/cli-scrape.txt"
 exit "$status"
