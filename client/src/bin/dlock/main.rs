@@ -291,4 +291,20 @@ mod tests {
         assert_eq!(args.ttl, Duration::from_secs(2));
         assert_eq!(display_command(&args.command), "sh -c exit 3");
     }
+
+    #[test]
+    fn elect_takes_its_name_options_and_command_and_max_holders_implies_shared() {
+        let cli =
+            Cli::try_parse_from(["dlock", "elect", "jobs", "--info", "a:1", "--", "sleep", "1"]).unwrap();
+        let Command::Elect(args) = cli.command else { panic!("not elect") };
+        assert_eq!((args.name.as_str(), args.info.as_deref(), args.wait), ("jobs", Some("a:1"), None));
+        assert_eq!(display_command(&args.command), "sleep 1");
+        let cli =
+            Cli::try_parse_from(["dlock", "run", "--key", "k", "--max-holders", "3", "--", "true"]).unwrap();
+        let Command::Run(args) = cli.command else { panic!("not run") };
+        assert_eq!((args.shared, args.max_holders), (false, Some(3)));
+        assert!(
+            Cli::try_parse_from(["dlock", "run", "--key", "k", "--max-holders", "-1", "--", "true"]).is_err()
+        );
+    }
 }
