@@ -51,10 +51,11 @@ impl Outcome {
 
 /// Runs an acquire of `key` (`waits`: whether it may wait, so that no grant is a timeout
 /// rather than busy) in a `dlock.acquire` span; `fence` reads the fence of what it granted.
-pub(crate) async fn acquire<T>(
-    key: &str,
+/// `key` and the fence are a key and its fence, or a multi-key grant's lists of them.
+pub(crate) async fn acquire<T, K: tracing::Value, F: tracing::Value>(
+    key: K,
     waits: bool,
-    fence: impl Fn(&T) -> i64,
+    fence: impl Fn(&T) -> F,
     attempt: impl Future<Output = Result<Option<T>, Error>>,
 ) -> Result<Option<T>, Error> {
     let span = tracing::info_span!("dlock.acquire", key, fence = Empty, outcome = Empty);

@@ -352,6 +352,18 @@ async fn acquire_renew_release_and_waits_are_traced_with_key_fence_and_outcome()
         (releases[0]["fence"].as_str(), releases[0]["outcome"].as_str()),
         (fence.as_str(), "released")
     );
+
+    // A multi-key grant: its keys and fences as lists.
+    let keys = [key("metrics_traced", "a"), key("metrics_traced", "b")];
+    let multi = client.lock_all(keys.clone()).acquire().await.unwrap();
+    let fences = format!("{:?}", multi.fences());
+    assert!(multi.release().await.unwrap());
+    let multi_spans = spans_of(&spans, "dlock.acquire", &format!("{keys:?}"));
+    assert_eq!(multi_spans.len(), 1, "{multi_spans:?}");
+    assert_eq!(
+        (multi_spans[0]["fence"].as_str(), multi_spans[0]["outcome"].as_str()),
+        (fences.as_str(), "granted")
+    );
 }
 
 /// The client's own metrics (feature `metrics`): acquire latency by outcome, and a lease lost

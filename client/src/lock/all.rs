@@ -109,6 +109,14 @@ impl LockAllBuilder {
     /// Takes every key if it can (within the wait, if one was set): `None` when some key stays
     /// held by another owner.
     pub async fn try_acquire(self) -> Result<Option<MultiGuard>, Error> {
+        let (keys, waits) = (self.keys.clone(), self.wait != Wait::No);
+        let fences = |guard: &MultiGuard| tracing::field::debug(guard.fences().to_vec());
+        let keys = tracing::field::debug(&keys);
+        crate::telemetry::acquire(keys, waits, fences, self.try_acquire_untraced()).await
+    }
+
+    /// [`try_acquire`](Self::try_acquire) without its span.
+    async fn try_acquire_untraced(self) -> Result<Option<MultiGuard>, Error> {
         if self.ttl < Duration::from_micros(1) {
             return Err(Error::InvalidArgument(crate::error::ServerMessage {
                 code: "22023".into(),
