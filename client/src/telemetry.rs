@@ -11,6 +11,7 @@
 use std::future::Future;
 use std::time::SystemTime;
 
+use futures_util::FutureExt;
 use tracing::Instrument;
 use tracing::field::Empty;
 
@@ -49,86 +50,94 @@ impl Outcome {
     }
 }
 
-/// Runs an acquire of `key` (`waits`: whether it may wait, so that no grant is a timeout
-/// rather than busy) in a `dlock.acquire` span; `fence` reads the fence of what it granted.
-/// `key` and the fence are a key and its fence, or a multi-key grant's lists of them.
-pub(crate) async fn acquire<T, K: tracing::Value, F: tracing::Value>(
+// The wrappers are plain functions returning a combinator, not `async fn`s: an `async fn`
+// keeps its future argument both as a parameter and as the awaited value in its state (in debug
+// builds), doubling the size of every acquire's future on the caller's stack.
+
+/// An acquire of `key` (`waits`: whether it may wait, so that no grant is a timeout rather
+/// than busy) in a `dlock.acquire` span; `fence` reads the fence of what it granted. `key` and
+/// the fence are a key and its fence, or a multi-key grant's lists of them.
+pub(crate) fn acquire<T, K: tracing::Value, F: tracing::Value>(
     key: K,
     waits: bool,
-    fence: impl Fn(&T) -> F,
+    fence: impl FnOnce(&T) -> F,
     attempt: impl Future<Output = Result<Option<T>, Error>>,
-) -> Result<Option<T>, Error> {
+) -> impl Future<Output = Result<Option<T>, Error>> {
     let span = tracing::info_span!("dlock.acquire", key, fence = Empty, outcome = Empty);
     let stopwatch = Stopwatch::start();
-    let result = attempt.instrument(span.clone()).await;
-    let outcome = match &result {
-        Ok(Some(granted)) => {
-            span.record("fence", fence(granted));
-            Outcome::Granted
-        }
-        Ok(None) if waits => Outcome::Timeout,
-        Ok(None) => Outcome::Busy,
-        Err(_) => Outcome::Error,
-    };
-    span.record("outcome", outcome.as_str());
-    stopwatch.acquire_ended(outcome);
-    result
+    attempt.instrument(span.clone()).map(move |result| {
+        let outcome = match &result {
+            Ok(Some(granted)) => {
+                span.record("fence", fence(granted));
+                Outcome::Granted
+            }
+            Ok(None) if waits => Outcome::Timeout,
+            Ok(None) => Outcome::Busy,
+            Err(_) => Outcome::Error,
+        };
+        span.record("outcome", outcome.as_str());
+        stopwatch.acquire_ended(outcome);
+        result
+    })
 }
 
-/// Runs a wait for `key` (the client's local line and its tries) in a `dlock.wait` span.
-pub(crate) async fn wait<T>(
+/// A wait for `key` (the client's local line and its tries) in a `dlock.wait` span.
+pub(crate) fn wait<T>(
     key: &str,
-    fence: impl Fn(&T) -> i64,
+    fence: impl FnOnce(&T) -> i64,
     waiting: impl Future<Output = Result<Option<T>, Error>>,
-) -> Result<Option<T>, Error> {
+) -> impl Future<Output = Result<Option<T>, Error>> {
     let span = tracing::info_span!("dlock.wait", key, fence = Empty, outcome = Empty);
-    let result = waiting.instrument(span.clone()).await;
-    let outcome = match &result {
-        Ok(Some(granted)) => {
-            span.record("fence", fence(granted));
-            Outcome::Granted
-        }
-        Ok(None) => Outcome::Timeout,
-        Err(_) => Outcome::Error,
-    };
-    span.record("outcome", outcome.as_str());
-    result
+    waiting.instrument(span.clone()).map(move |result| {
+        let outcome = match &result {
+            Ok(Some(granted)) => {
+                span.record("fence", fence(granted));
+                Outcome::Granted
+            }
+            Ok(None) => Outcome::Timeout,
+            Err(_) => Outcome::Error,
+        };
+        span.record("outcome", outcome.as_str());
+        result
+    })
 }
 
-/// Runs one renewal of the lease `key`/`fence` in a `dlock.renew` span: the new expiry, or
-/// `None` when the lease is no longer ours.
-pub(crate) async fn renew(
+/// One renewal of the lease `key`/`fence` in a `dlock.renew` span: the new expiry, or `None`
+/// when the lease is no longer ours.
+pub(crate) fn renew(
     key: &str,
     fence: i64,
     renewal: impl Future<Output = Result<Option<SystemTime>, Error>>,
-) -> Result<Option<SystemTime>, Error> {
+) -> impl Future<Output = Result<Option<SystemTime>, Error>> {
     let span = tracing::info_span!("dlock.renew", key, fence, outcome = Empty);
-    let result = renewal.instrument(span.clone()).await;
-    let outcome = match &result {
-        Ok(Some(_)) => Outcome::Renewed,
-        Ok(None) => Outcome::Lost,
-        Err(_) => Outcome::Error,
-    };
-    span.record("outcome", outcome.as_str());
-    result
+    renewal.instrument(span.clone()).map(move |result| {
+        let outcome = match &result {
+            Ok(Some(_)) => Outcome::Renewed,
+            Ok(None) => Outcome::Lost,
+            Err(_) => Outcome::Error,
+        };
+        span.record("outcome", outcome.as_str());
+        result
+    })
 }
 
-/// Runs one release of a hold of `key`/`fence` in a `dlock.release` span: whether the lease
-/// was still ours.
-pub(crate) async fn release(
+/// One release of a hold of `key`/`fence` in a `dlock.release` span: whether the lease was
+/// still ours.
+pub(crate) fn release(
     key: &str,
     fence: i64,
     release: impl Future<Output = Result<bool, Error>>,
-) -> Result<bool, Error> {
+) -> impl Future<Output = Result<bool, Error>> {
     let span = tracing::info_span!("dlock.release", key, fence, outcome = Empty);
-    let result = release.instrument(span.clone()).await;
-    let outcome = match &result {
-        Ok(true) => Outcome::Released,
-        Ok(false) => Outcome::Lost,
-        Err(_) => Outcome::Error,
-    };
-    span.record("outcome", outcome.as_str());
-    result
+    release.instrument(span.clone()).map(move |result| {
+        let outcome = match &result {
+            Ok(true) => Outcome::Released,
+            Ok(false) => Outcome::Lost,
+            Err(_) => Outcome::Error,
+        };
+        span.record("outcome", outcome.as_str());
+        result
+    })
 }
 
 /// A lease was lost while still wanted (counted once per lease by its caller).

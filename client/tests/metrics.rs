@@ -12,9 +12,12 @@ use dlock_tests::{Cluster, Session, eventually, finish, key, wait_for_waiters, w
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 
-/// `dlock metrics --listen 127.0.0.1:0` on `url`, and the address it serves on (the system
-/// chose the port; the command says which on stderr).
-async fn serve(url: &str) -> (Child, String) {
+/// What `dlock metrics` wrote on stderr after its first line, line by line.
+type Stderr = Arc<Mutex<Vec<String>>>;
+
+/// `dlock metrics --listen 127.0.0.1:0` on `url`, the address it serves on (the system chose
+/// the port; the command says which on stderr) and the rest of its stderr as it comes.
+async fn serve(url: &str) -> (Child, String, Stderr) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dlock"))
         .env_remove("DATABASE_URL")
         .env_remove("PGSSLMODE")
@@ -36,8 +39,14 @@ async fn serve(url: &str) -> (Child, String) {
         .unwrap_or_else(|| panic!("unexpected first line: {line}"))
         .to_owned();
     // Keep draining stderr so that the command never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    (child, address)
+    let lines = Stderr::default();
+    let kept = lines.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    (child, address, lines)
 }
 
 /// An HTTP answer: status and body.
@@ -143,7 +152,7 @@ async fn own_database(name: &str) -> (String, Session) {
 async fn counters_move_by_what_was_done_and_the_histogram_is_consistent() {
     let db = "metrics_counts";
     let (url, session) = own_database(db).await;
-    let (_child, address) = serve(&url).await;
+    let (_child, address, _) = serve(&url).await;
     let before = scrape(&address).await;
 
     // Three pairs, one wait granted by a release, one wait that runs out.
@@ -200,7 +209,7 @@ async fn counters_move_by_what_was_done_and_the_histogram_is_consistent() {
 #[tokio::test]
 async fn only_metrics_is_served() {
     let url = format!("postgresql://postgres@127.0.0.1:{}/postgres", Cluster::shared().port());
-    let (_child, address) = serve(&url).await;
+    let (_child, address, _) = serve(&url).await;
     let other = request(&address, "GET", "/other").await;
     assert_eq!(other.status, 404, "{}", other.body);
     assert_eq!(request(&address, "GET", "/").await.status, 404);
@@ -215,7 +224,7 @@ async fn only_metrics_is_served() {
 async fn a_stopped_database_gets_503_with_the_reason_and_the_endpoint_recovers() {
     let cluster = Cluster::start_new("metrics-restart", &[]);
     let url = format!("postgresql://postgres@127.0.0.1:{}/postgres", cluster.port());
-    let (mut child, address) = serve(&url).await;
+    let (mut child, address, stderr) = serve(&url).await;
     scrape(&address).await;
 
     cluster.stop("fast");
@@ -224,12 +233,22 @@ async fn a_stopped_database_gets_503_with_the_reason_and_the_endpoint_recovers()
     assert!(down.body.contains("connection"), "no reason given: {:?}", down.body);
     assert!(child.try_wait().expect("child status").is_none(), "dlock metrics ended");
 
+    assert_eq!(request(&address, "GET", "/metrics").await.status, 503);
+
     cluster.start();
     eventually(Duration::from_secs(30), "scrapes succeed again", || async {
         request(&address, "GET", "/metrics").await.status == 200
     })
     .await;
     assert!(child.try_wait().expect("child status").is_none(), "dlock metrics ended");
+    // The log says when scrapes start failing (once for the outage, not every scrape) and when
+    // they work again.
+    let said = |line: &str| stderr.lock().unwrap().iter().filter(|l| l.starts_with(line)).count();
+    eventually(Duration::from_secs(5), "stderr tells of the recovery", || async {
+        said("dlock: scrapes answer again") == 1
+    })
+    .await;
+    assert_eq!(said("dlock: scrapes answer 503: "), 1, "{:?}", stderr.lock().unwrap());
 }
 
 /// `dlock metrics --listen <listen>` ends at once: its exit code and stderr.

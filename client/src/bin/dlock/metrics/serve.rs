@@ -3,6 +3,8 @@
 //! path is 404, any other method on /metrics 405.
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dlock_client::Client;
@@ -23,6 +25,7 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Accepts connections on `listener` forever, answering each request with `client`'s data.
 pub async fn serve(listener: TcpListener, client: Client) {
+    let health = Arc::new(Health::default());
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -32,11 +35,11 @@ pub async fn serve(listener: TcpListener, client: Client) {
                 continue;
             }
         };
-        let client = client.clone();
+        let (client, health) = (client.clone(), health.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
-                let client = client.clone();
-                async move { Ok::<_, Infallible>(respond(&client, &request).await) }
+                let (client, health) = (client.clone(), health.clone());
+                async move { Ok::<_, Infallible>(respond(&client, &health, &request).await) }
             });
             // A client that hangs up or speaks something else than HTTP ends its connection only.
             let _ = hyper::server::conn::http1::Builder::new()
@@ -48,8 +51,26 @@ pub async fn serve(listener: TcpListener, client: Client) {
     }
 }
 
+/// Whether the last scrape could read the database, so that stderr tells when that changes
+/// (once, not at every scrape of an outage).
+#[derive(Default)]
+struct Health {
+    failing: AtomicBool,
+}
+
+impl Health {
+    fn note(&self, failure: Option<&str>) {
+        let was_failing = self.failing.swap(failure.is_some(), Ordering::Relaxed);
+        match failure {
+            Some(reason) if !was_failing => eprintln!("dlock: scrapes answer 503: {reason}"),
+            None if was_failing => eprintln!("dlock: scrapes answer again"),
+            _ => {}
+        }
+    }
+}
+
 /// The answer to one request.
-async fn respond(client: &Client, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn respond(client: &Client, health: &Health, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     if request.uri().path() != "/metrics" {
         return text(StatusCode::NOT_FOUND, "not found: dlock serves /metrics\n".into());
     }
@@ -60,11 +81,16 @@ async fn respond(client: &Client, request: &Request<Incoming>) -> Response<Full<
     }
     match query::read(client).await {
         Ok(snapshot) => {
+            health.note(None);
             let mut response = Response::new(Full::new(Bytes::from(render::render(&snapshot))));
             response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(render::CONTENT_TYPE));
             response
         }
-        Err(e) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+        Err(e) => {
+            let reason = e.to_string();
+            health.note(Some(&reason));
+            text(StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n"))
+        }
     }
 }
 
