@@ -299,6 +299,14 @@ pub fn acquire(
             bind_session: request.ttl.is_none() && !own.is_session_bound(),
         };
     }
+    // A semaphore's size is its holders': a request with another size is refused whether or
+    // not others wait (it must not join the queue only to be refused at its head).
+    if request.kind.is_shared()
+        && let Some(holder) = state.live.iter().find(|l| l.kind.is_shared())
+        && holder.max_holders != request.max_holders
+    {
+        return Acquire::SizeMismatch { held: holder.max_holders };
+    }
     if queue_ahead {
         return Acquire::Busy(Blocker::Queue);
     }
@@ -314,12 +322,6 @@ pub fn acquire(
     }
     if let Some(exclusive) = state.live.iter().find(|l| !l.kind.is_shared()) {
         return Acquire::Busy(exclusive.blocker());
-    }
-    // Every shared holder was granted with the same permits (or this check refused it).
-    if let Some(holder) = state.live.first()
-        && holder.max_holders != request.max_holders
-    {
-        return Acquire::SizeMismatch { held: holder.max_holders };
     }
     match request.max_holders {
         Some(permits) if state.live.len() >= permits.max(0) as usize => {

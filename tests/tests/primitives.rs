@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dlock_tests::{Cluster, Session, eventually, key, owner, wait_for_waiters, within};
+use dlock_tests::{Cluster, Session, eventually, expect_sqlstate, key, owner, wait_for_waiters, within};
+use tokio_postgres::error::SqlState;
 
 fn clusters() -> [&'static Cluster; 2] {
     [Cluster::shared(), Cluster::shared_named("preloaded", &["shared_preload_libraries = 'dlock'"])]
@@ -124,6 +125,42 @@ async fn a_waiting_writer_holds_back_later_readers_and_readers_at_the_head_are_g
         for name in ["r1", "r2"] {
             assert!(observer.release(&k, &owner(T, name)).await.unwrap());
         }
+    }
+}
+
+#[tokio::test]
+async fn a_semaphore_of_another_size_is_refused_at_once_while_others_wait() {
+    const T: &str = "semaphore_size_queue";
+    for cluster in clusters() {
+        let k = key(T, "k");
+        let (holder, waiter, newcomer) =
+            (cluster.connect().await, cluster.connect().await, cluster.connect().await);
+        assert!(shared(&holder, &k, &owner(T, "h"), Some("1 minute"), None, Some(1)).await.is_some());
+        let queued = {
+            let k = k.clone();
+            tokio::spawn(async move {
+                shared(&waiter, &k, &owner(T, "w"), Some("1 minute"), Some("60 seconds"), Some(1)).await
+            })
+        };
+        wait_for_waiters(&holder, &k, 1).await;
+        for size in [Some(3), None] {
+            let refused = newcomer
+                .query_one(
+                    "SELECT dlock_acquire_shared($1, $2, '1 minute', '10 seconds', $3)",
+                    &[&k, &owner(T, "n"), &size],
+                )
+                .await;
+            expect_sqlstate(
+                refused,
+                &SqlState::INVALID_PARAMETER_VALUE,
+                "another size while a waiter queues",
+            );
+        }
+        // The newcomer left nothing behind: the waiter is next.
+        assert!(holder.release(&k, &owner(T, "h")).await.unwrap());
+        let fence = within(Duration::from_secs(30), "the queued waiter", queued).await.unwrap();
+        assert!(fence.is_some());
+        assert!(holder.force_release(&k).await.unwrap());
     }
 }
 

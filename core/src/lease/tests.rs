@@ -194,6 +194,15 @@ fn participants_of_a_semaphore_must_agree_on_its_permits() {
         acquire(&live(&[&a]), &caller("c", 1), &s(Some(5), None), NOW, false),
         Acquire::SizeMismatch { held: Some(2) }
     );
+    // Also while others wait for the key: refused at once, not queued to be refused later.
+    assert_eq!(
+        acquire(&live(&[&a]), &caller("c", 1), &s(Some(5), Some(3)), NOW, true),
+        Acquire::SizeMismatch { held: Some(2) }
+    );
+    assert_eq!(
+        acquire(&live(&[&a]), &caller("c", 1), &s(Some(5), Some(2)), NOW, true),
+        Acquire::Busy(Blocker::Queue)
+    );
     assert_eq!(
         acquire(&live(&[&a]), &caller("a", 1), &s(Some(5), Some(3)), NOW, false),
         Acquire::SizeMismatch { held: Some(2) }

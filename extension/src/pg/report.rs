@@ -55,6 +55,9 @@ fn hint(error: &DlockError) -> Option<String> {
         DlockError::Arg(ArgError::NotPositive(_)) => {
             "Use ttl => NULL for a lease bound to this session.".into()
         }
+        DlockError::Arg(ArgError::AboveMax("lock_delay")) => {
+            "A lock-delay is at most dlock.max_ttl; a superuser may raise it.".into()
+        }
         DlockError::Arg(ArgError::AboveMax(_)) => {
             "Renew the lease before it runs out, or have a superuser raise dlock.max_ttl.".into()
         }
