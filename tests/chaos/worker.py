@@ -131,8 +131,9 @@ def cycle(lock_db, data_db, history, owner, key, ttl, hold, a):
     # The lease expires at its grant time + ttl, and it was granted after the statement began
     # (by the releaser's transaction when the server hands it over): a sure lower bound, made
     # exact below.
+    # A fast-mode lease says so: a crash forgets it by design.
     history.record(ev="grant", owner=owner, key=key, fence=fence, requested_at=started,
-                   granted_by=granted_by, live_until=started + ttl)
+                   granted_by=granted_by, live_until=started + ttl, **({"fast": True} if a.fast else {}))
     say(f"hold {key} {fence}")
     try:
         row = lock_db.execute(sql(EXPIRY), (key, fence)).fetchone()

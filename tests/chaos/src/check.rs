@@ -94,6 +94,9 @@ pub struct Outcome {
     pub multi_not_granted: usize,
     /// Multi-key grants (each also counted per key in `grants`).
     pub multi_grants: usize,
+    /// Per key with shared leases: the most shared holders surely holding it at one instant
+    /// (a semaphore's check means something only where this reached its size).
+    pub most_shared: BTreeMap<String, usize>,
     /// Grants per primitive (a multi-key grant once per key).
     pub per_primitive: BTreeMap<Primitive, usize>,
     pub leader_observations: usize,
@@ -173,7 +176,6 @@ pub fn check(
     refused: &[Refused],
     snapshots: &[Snapshot],
     paused: &[(String, i64)],
-    fast: bool,
 ) -> Outcome {
     let mut out = Outcome {
         grants: grants.len(),
@@ -190,12 +192,10 @@ pub fn check(
     holders::exclusive_and_counted(grants, &mut out);
     // Fast-mode leases live in memory: a crash loses them by design, and what keeps exclusion
     // across it is the lock-delay, which `holders` and the fence checks judge.
-    let crashes: Vec<f64> = if fast { snapshots.iter().map(|s| s.crash_at).collect() } else { Vec::new() };
+    let crashes: Vec<f64> = snapshots.iter().map(|s| s.crash_at).collect();
     no_premature_loss(grants, refused, &crashes, &mut out);
     resource_fencing(grants, accepted, refused, &mut out);
-    if !fast {
-        grants_survive_crashes(grants, snapshots, &mut out);
-    }
+    grants_survive_crashes(grants, snapshots, &mut out);
     paused_holders(grants, accepted, refused, paused, &mut out);
     out
 }
@@ -294,9 +294,10 @@ pub(crate) fn held(grant: &Grant) -> Option<(f64, f64)> {
 
 /// A lease is never taken away while surely live: no refused write and no refused release
 /// before its expiry (and before it was let go).
-/// `lost_at`: crashes that end every lease alive at them (fast mode; empty otherwise).
+/// `lost_at`: crashes, which end every fast-mode lease alive at them.
 fn no_premature_loss(grants: &[Grant], refused: &[Refused], lost_at: &[f64], out: &mut Outcome) {
-    let lost_to_crash = |g: &Grant, by: f64| lost_at.iter().any(|&c| c < by && c > g.granted_by - MARGIN);
+    let lost_to_crash =
+        |g: &Grant, by: f64| g.fast && lost_at.iter().any(|&c| c < by && c > g.granted_by - MARGIN);
     let by_lease: HashMap<(&str, &str, i64), &Grant> =
         grants.iter().map(|g| ((g.owner.as_str(), g.key.as_str(), g.fence), g)).collect();
     for write in refused {
@@ -431,10 +432,10 @@ fn resource_fencing(grants: &[Grant], accepted: &[Accepted], refused: &[Refused]
 }
 
 /// A grant acknowledged before a crash, neither released nor expired when the restarted server
-/// was read, is still there with its owner and fence.
+/// was read, is still there with its owner and fence (fast-mode leases: gone by design).
 fn grants_survive_crashes(grants: &[Grant], snapshots: &[Snapshot], out: &mut Outcome) {
     for snapshot in snapshots {
-        for grant in grants {
+        for grant in grants.iter().filter(|g| !g.fast) {
             let may_be_released = grant.releasing_local.is_some_and(|t| t < snapshot.read_local)
                 || grant.releases.iter().any(|r| r.lb.is_some_and(|lb| lb < snapshot.read_at));
             // A session-bound lease ends with its session, which the crash ends.

@@ -99,6 +99,7 @@ pub async fn probe(port: u16, key: String, owner: String, log: Arc<Mutex<Log>>) 
         bound: false,
         mode: Mode::Exclusive,
         max_holders: None,
+        fast: false,
     });
     log.lock().unwrap().record(&Event::Releasing {
         owner: owner.clone(),

@@ -36,6 +36,9 @@ pub enum Event {
         /// A semaphore's size: a shared lease taken with `max_holders`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_holders: Option<i32>,
+        /// A fast-mode lease (shared memory: a crash forgets it by design).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fast: bool,
     },
     /// A `dlock_acquire_all` answered with fences (in the order of `keys`; a NULL element or a
     /// missing one would be a partial grant). Times as for `Grant`.
@@ -166,6 +169,8 @@ pub struct Grant {
     pub max_holders: Option<i32>,
     /// One key of a multi-key grant.
     pub multi: bool,
+    /// A fast-mode lease: a crash forgets it by design.
+    pub fast: bool,
     /// Checks of this lease alone: (server time it was judged by, whether it was live).
     pub checks: Vec<(f64, bool)>,
     /// The last server time the worker saw before it set out to release it.
@@ -326,6 +331,7 @@ impl Reading {
                 bound,
                 mode,
                 max_holders,
+                fast,
             } => {
                 let grant = grants.entry((owner.clone(), key.clone(), fence)).or_insert_with(|| Grant {
                     worker: worker.to_string(),
@@ -338,6 +344,7 @@ impl Reading {
                     bound,
                     mode,
                     max_holders,
+                    fast,
                     ..Grant::default()
                 });
                 // A reentrant grant: the earliest grant and the latest known expiry stand.

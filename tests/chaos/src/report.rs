@@ -68,6 +68,15 @@ pub fn render(
         outcome.multi_not_granted,
         outcome.leader_observations
     );
+    if !outcome.most_shared.is_empty() {
+        let most: Vec<String> = outcome.most_shared.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(
+            r,
+            "shared holders surely at once, most per key: {} (semaphores of {})",
+            most.join(", "),
+            args.max_holders
+        );
+    }
     let _ = writeln!(
         r,
         "fencing: {} writes of holders past their lease refused; {} taken because no newer fence had \
@@ -115,9 +124,10 @@ pub fn render(
     if args.fast {
         let _ = writeln!(
             r,
-            "    verified across them: {} sentinel leases (durable); fast worker leases end with a crash by \
-             design, and exclusion across it is the lock-delay's (down up to {down:.1} s)",
-            counts.sentinels_checked
+            "    verified across them: {} sentinel leases and {} worker grants still live (durable); fast \
+             worker leases end with a crash by design, and exclusion across it is the lock-delay's (down up \
+             to {down:.1} s)",
+            counts.sentinels_checked, outcome.grants_across_crashes
         );
     } else {
         let _ = writeln!(

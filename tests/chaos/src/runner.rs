@@ -77,14 +77,8 @@ pub async fn run(args: RunArgs) -> bool {
     .expect("resource session for the checker");
     tokio::spawn(connection);
     let (accepted, refused) = resource::read(&db).await.expect("read the resource");
-    let mut outcome = check::check(
-        grants,
-        &accepted,
-        &refused,
-        &injected.snapshots,
-        &injected.counts.paused_leases,
-        args.fast,
-    );
+    let mut outcome =
+        check::check(grants, &accepted, &refused, &injected.snapshots, &injected.counts.paused_leases);
     let crash_times: Vec<f64> = injected.snapshots.iter().map(|s| s.crash_at).collect();
     check::multi_key(grants, &history.multi, &history.not_granted, &mut outcome);
     check::elections(grants, &history.observations, &mut outcome);
@@ -180,8 +174,8 @@ async fn set_up(args: &RunArgs) -> World {
         primitives: PrimitiveKeys {
             shared: names("rw", 2),
             semaphore: names("sem", 2),
-            multi_key: names("multi", 8),
-            elections: names("elect", 4),
+            multi_key: names("multi", 16),
+            elections: names("elect", 6),
             max_holders: args.max_holders,
         },
     };
@@ -192,12 +186,10 @@ async fn set_up(args: &RunArgs) -> World {
     for _ in 0..args.sql_workers {
         crew.spawn(Kind::Sql);
     }
-    // Durable leases only: fast mode's crash rules are for the hot keys.
-    if !args.fast {
-        for role in [Role::Shared, Role::Semaphore, Role::MultiKey, Role::Election] {
-            for _ in 0..args.primitives {
-                crew.spawn(Kind::Primitive(role));
-            }
+    // Durable leases in every mode (in fast mode beside the hot keys' fast ones).
+    for role in [Role::Shared, Role::Semaphore, Role::MultiKey, Role::Election] {
+        for _ in 0..args.primitives {
+            crew.spawn(Kind::Primitive(role));
         }
     }
     World {

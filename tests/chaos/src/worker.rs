@@ -133,6 +133,7 @@ async fn cycle(
         bound: false,
         mode: Mode::Exclusive,
         max_holders: None,
+        fast: args.fast,
     });
     println!("hold {key} {fence}");
     let mut outcome = Ok(());

@@ -27,6 +27,9 @@ pub fn exclusive_and_counted(grants: &[Grant], out: &mut Outcome) {
             }
             running.push(span);
             if span.2.mode == Mode::Shared {
+                let at_once = running.iter().filter(|r| r.2.mode == Mode::Shared).count();
+                let most = out.most_shared.entry(key.to_string()).or_default();
+                *most = (*most).max(at_once);
                 semaphore_cap(key, &running, out);
             }
         }

@@ -30,7 +30,7 @@ fn released(mut g: Grant, at: f64) -> Grant {
 }
 
 fn found(grants: &[Grant]) -> Outcome {
-    check(grants, &[], &[], &[], &[], false)
+    check(grants, &[], &[], &[], &[])
 }
 
 fn count(out: &Outcome, rule: Rule) -> usize {
@@ -63,6 +63,7 @@ fn a_full_semaphore_passes_and_one_more_holder_is_found() {
     let out = found(&full);
     assert!(out.violations.is_empty(), "{:?}", out.violations);
     assert_eq!(out.per_primitive.get(&Primitive::Semaphore), Some(&4));
+    assert_eq!(out.most_shared.get("s"), Some(&3));
 
     let mut over = full.to_vec();
     over[3] = released(shared("d", 4, 10.9, 13.0, Some(3)), 12.0);

@@ -8,11 +8,12 @@ use super::statements::{ACQUIRE, ACQUIRE_ALL, ACQUIRE_SHARED, CAMPAIGN, HELD_BY,
 use super::{Role, Worker};
 use crate::history::{Event, Mode};
 
-/// Mostly short holds (many grants); one in twenty past the ttl, renewed or left to run out
-/// under its holder. `renew`: short holds are renewed too (an election's lead); `multi`: a
+/// Mostly short holds (many grants); one in fifty past the ttl, renewed or left to run out
+/// under its holder (rarer than the hot keys' long holds: a long shared hold holds back every
+/// later request of its key behind a waiting writer). `renew`: short holds are renewed too (an election's lead); `multi`: a
 /// multi-key grant, whose keys are all checked again before the release.
 fn plan(w: &mut Worker, ttl: f64, renew: bool, multi: bool) -> Plan {
-    if w.rng.chance(0.05) {
+    if w.rng.chance(0.02) {
         let renewals = if w.rng.chance(0.5) { 1 + w.rng.below(2) as u32 } else { 0 };
         Plan { hold: w.rng.range(0.8 * ttl, 1.3 * ttl), renewals, check_before_release: multi }
     } else {
@@ -58,6 +59,7 @@ async fn single(
         bound: false,
         mode,
         max_holders,
+        fast: false,
     });
     println!("hold {key} {fence}");
     let plan = plan(w, ttl, false, false);
@@ -128,6 +130,7 @@ pub async fn election(w: &mut Worker, db: &Client) -> Result<(), Error> {
         bound: false,
         mode: Mode::Leader,
         max_holders: None,
+        fast: false,
     });
     println!("hold {election} {term}");
     observe(w, db, &election).await?;
