@@ -3,7 +3,7 @@
 //! expiries within the margin, a leader not yet visible) pass.
 
 use super::*;
-use crate::history::{Mode, MultiGrant, NotGranted, Observation, Release, parse};
+use crate::history::{Mode, MultiGrant, NotGranted, Observation, Primitive, Release, parse};
 
 fn lease(owner: &str, key: &str, fence: i64, granted_by: f64, live_until: f64, mode: Mode) -> Grant {
     Grant {

@@ -10,8 +10,9 @@ use crate::history::{Event, Mode};
 
 /// Mostly short holds (many grants); one in fifty past the ttl, renewed or left to run out
 /// under its holder (rarer than the hot keys' long holds: a long shared hold holds back every
-/// later request of its key behind a waiting writer). `renew`: short holds are renewed too (an election's lead); `multi`: a
-/// multi-key grant, whose keys are all checked again before the release.
+/// later request of its key behind a waiting writer). `renew`: short holds are renewed too (an
+/// election's lead); `multi`: a multi-key grant, whose keys are all checked again before the
+/// release.
 fn plan(w: &mut Worker, ttl: f64, renew: bool, multi: bool) -> Plan {
     if w.rng.chance(0.02) {
         let renewals = if w.rng.chance(0.5) { 1 + w.rng.below(2) as u32 } else { 0 };
