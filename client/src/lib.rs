@@ -91,6 +91,12 @@
 //!   `verify-ca`, `verify-full`) and `sslrootcert`, from the connection string or `PGSSLMODE`
 //!   and `PGSSLROOTCERT` (see [`ClientBuilder`]), for the pool and the listener alike. A
 //!   certificate that cannot be verified is [`Error::Tls`].
+//! - **Telemetry.** `tracing` spans `dlock.acquire`, `dlock.wait`, `dlock.renew` and
+//!   `dlock.release` (level INFO) carry `key`, `fence` and `outcome` (`granted`, `busy`,
+//!   `timeout`, `renewed`, `released`, `lost`, `error`); a lost lease is also a WARN event. With
+//!   the `metrics` feature the client records, through the `metrics` facade and whatever
+//!   recorder the application installed, the histogram `dlock_client_acquire_seconds` (waits
+//!   included, label `outcome`) and the counter `dlock_client_leases_lost_total`.
 //!
 //! # Behind a transaction pooler
 //!
