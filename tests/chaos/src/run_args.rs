@@ -59,8 +59,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub fast: bool,
     /// Workers of the version 2 primitives per role, beside the hot-key workers: read-write
-    /// locks, semaphores, multi-key grants and elections (0: none); durable leases, also with
-    /// `--fast`.
+    /// locks, semaphores, multi-key grants (twice as many) and elections (0: none); durable
+    /// leases, also with `--fast`.
     #[arg(long, default_value_t = 0)]
     pub primitives: usize,
     /// The semaphores' size.

@@ -186,9 +186,11 @@ async fn set_up(args: &RunArgs) -> World {
     for _ in 0..args.sql_workers {
         crew.spawn(Kind::Sql);
     }
-    // Durable leases in every mode (in fast mode beside the hot keys' fast ones).
+    // Durable leases in every mode (in fast mode beside the hot keys' fast ones). Twice as many
+    // multi-key workers: a grant needs every key of its set at once, so each waits longer.
     for role in [Role::Shared, Role::Semaphore, Role::MultiKey, Role::Election] {
-        for _ in 0..args.primitives {
+        let workers = if role == Role::MultiKey { 2 * args.primitives } else { args.primitives };
+        for _ in 0..workers {
             crew.spawn(Kind::Primitive(role));
         }
     }
