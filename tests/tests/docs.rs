@@ -54,7 +54,8 @@ async fn every_sql_example_runs_and_shows_what_it_returns() {
         })
         .collect();
     assert!(!pages.is_empty(), "no page matches DOCS_PAGE={filter:?}");
-    let uses_fast_mode = |blocks: &[Block]| blocks.iter().flat_map(|b| &b.statements).any(|s| s.sql.contains("dlock_fast_"));
+    let uses_fast_mode =
+        |blocks: &[Block]| blocks.iter().flat_map(|b| &b.statements).any(|s| s.sql.contains("dlock_fast_"));
     pages.sort_by_key(|(_, blocks)| uses_fast_mode(blocks));
     let cluster = Cluster::shared_named("docs", CONF);
     let admin = cluster.connect().await;
@@ -101,7 +102,12 @@ async fn every_sql_example_runs_and_shows_what_it_returns() {
         }
     }
     eprintln!("docs: {} pages, {blocks} sql blocks, {statements} statements run", pages.len());
-    assert!(failures.is_empty(), "{} page(s) with a failing example:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} page(s) with a failing example:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
@@ -117,10 +123,11 @@ fn every_relative_link_points_at_something_that_exists() {
             let path = if file.is_empty() { page.clone() } else { page.parent().unwrap().join(file) };
             if !path.exists() {
                 broken.push(format!("{}:{line}: {target} (no such file)", relative(&page)));
-            } else if !anchor.is_empty() && path.extension().is_some_and(|e| e == "md") {
-                if !heading_ids(&fs::read_to_string(&path).unwrap()).contains(anchor) {
-                    broken.push(format!("{}:{line}: {target} (no such heading)", relative(&page)));
-                }
+            } else if !anchor.is_empty()
+                && path.extension().is_some_and(|e| e == "md")
+                && !heading_ids(&fs::read_to_string(&path).unwrap()).contains(anchor)
+            {
+                broken.push(format!("{}:{line}: {target} (no such heading)", relative(&page)));
             }
         }
     }
@@ -185,7 +192,11 @@ async fn run(session: &tokio_postgres::Client, statement: &Statement) -> Result<
                     Some(value) => value.to_string(),
                 })
                 .collect();
-            if &got == expected { Ok(()) } else { Err(format!("expected {}, got {}", expected.join(" | "), got.join(" | "))) }
+            if &got == expected {
+                Ok(())
+            } else {
+                Err(format!("expected {}, got {}", expected.join(" | "), got.join(" | ")))
+            }
         }
     }
 }
@@ -213,7 +224,9 @@ fn doc_pages() -> Vec<PathBuf> {
 fn markdown_files() -> Vec<PathBuf> {
     let root = workspace_root();
     let mut files = vec![root.join("README.md")];
-    files.extend(markdown_under(&root.join("docs")).into_iter().filter(|p| !p.starts_with(root.join("docs/book"))));
+    files.extend(
+        markdown_under(&root.join("docs")).into_iter().filter(|p| !p.starts_with(root.join("docs/book"))),
+    );
     files
 }
 
@@ -272,7 +285,8 @@ fn sql_blocks(page: &Path) -> Vec<Block> {
         .into_iter()
         .map(|(line, sql)| Block {
             line,
-            statements: split(&sql, line).unwrap_or_else(|e| panic!("{}: sql block at line {line}: {e}", relative(page))),
+            statements: split(&sql, line)
+                .unwrap_or_else(|e| panic!("{}: sql block at line {line}: {e}", relative(page))),
         })
         .collect()
 }
@@ -323,7 +337,11 @@ fn split(sql: &str, first_line: usize) -> Result<Vec<Statement>, String> {
                 Some(shown) => parse_expect(shown.trim()),
                 None => Expect::Succeeds,
             };
-            statements.push(Statement { sql: strip_leading_comments(&current), line: start_line.unwrap_or(line), expect });
+            statements.push(Statement {
+                sql: strip_leading_comments(&current),
+                line: start_line.unwrap_or(line),
+                expect,
+            });
             (current, start_line, i) = (String::new(), None, end);
             continue;
         }
@@ -348,7 +366,8 @@ fn dollar_tag(chars: &[char]) -> Option<Vec<char>> {
 }
 
 fn strip_leading_comments(sql: &str) -> String {
-    let lines: Vec<&str> = sql.lines().skip_while(|l| l.trim().is_empty() || l.trim_start().starts_with("--")).collect();
+    let lines: Vec<&str> =
+        sql.lines().skip_while(|l| l.trim().is_empty() || l.trim_start().starts_with("--")).collect();
     lines.join("\n").trim().to_string()
 }
 
@@ -357,10 +376,10 @@ fn parse_expect(shown: &str) -> Expect {
         return Expect::Error(code.trim().to_string());
     }
     let words: Vec<&str> = shown.split_whitespace().collect();
-    if let [n, "row" | "rows"] = words[..] {
-        if let Ok(n) = n.parse() {
-            return Expect::Rows(n);
-        }
+    if let [n, "row" | "rows"] = words[..]
+        && let Ok(n) = n.parse()
+    {
+        return Expect::Rows(n);
     }
     Expect::Values(shown.split(" | ").map(|v| v.trim().to_string()).collect())
 }
@@ -403,7 +422,8 @@ fn heading_ids(text: &str) -> BTreeSet<String> {
         if line.trim_start().starts_with("```") {
             in_fence = !in_fence;
         }
-        let Some(title) = line.strip_prefix('#').filter(|_| !in_fence).map(|t| t.trim_start_matches('#')) else {
+        let Some(title) = line.strip_prefix('#').filter(|_| !in_fence).map(|t| t.trim_start_matches('#'))
+        else {
             continue;
         };
         // Link text only, no markup.
@@ -441,7 +461,8 @@ fn heading_ids(text: &str) -> BTreeSet<String> {
 fn the_splitter_reads_statements_and_what_they_show() {
     let sql = "-- a comment; not a statement\nSELECT 'a;b', $x$ ; $x$;   --> a;b | ;\nUPDATE t\n  SET x = 1;  --> 2 rows\nSELECT 1; -- plain\nSELECT x; --> ERROR 42703\n";
     let statements = split(sql, 10).unwrap();
-    let shown: Vec<(&str, usize, &Expect)> = statements.iter().map(|s| (s.sql.as_str(), s.line, &s.expect)).collect();
+    let shown: Vec<(&str, usize, &Expect)> =
+        statements.iter().map(|s| (s.sql.as_str(), s.line, &s.expect)).collect();
     assert_eq!(
         shown,
         vec![
