@@ -68,12 +68,14 @@ pub fn render(
         outcome.multi_not_granted,
         outcome.leader_observations
     );
-    if !outcome.most_shared.is_empty() {
-        let most: Vec<String> = outcome.most_shared.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    // Keys where readers ever met (a key's lone shared holders say nothing about the cap).
+    let met: Vec<String> =
+        outcome.most_shared.iter().filter(|(_, n)| **n > 1).map(|(k, n)| format!("{k} {n}")).collect();
+    if !met.is_empty() {
         let _ = writeln!(
             r,
-            "shared holders surely at once, most per key: {} (semaphores of {})",
-            most.join(", "),
+            "shared holders surely at once, most per key where they met: {} (semaphores of {})",
+            met.join(", "),
             args.max_holders
         );
     }

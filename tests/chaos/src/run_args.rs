@@ -36,8 +36,9 @@ pub struct RunArgs {
     /// server-side waiters of the SQL workers).
     #[arg(long)]
     pub preload: bool,
-    /// Self-test: also force-release hot keys under their holders (dlock_force_release), which
-    /// takes leases away early; the checker must then report violations and the run fail.
+    /// Self-test: also force-release hot keys (and, with `--primitives`, every other time a key
+    /// or election of theirs) under their holders (dlock_force_release), which takes leases away
+    /// early; the checker must then report violations and the run fail.
     #[arg(long)]
     pub sabotage: bool,
     /// Failover instead of crash restarts: dlock's cluster is a primary with a synchronous

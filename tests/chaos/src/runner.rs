@@ -171,13 +171,7 @@ async fn set_up(args: &RunArgs) -> World {
         skew: args.skew,
         bound_rate: if args.fast { 0.0 } else { args.bound_rate },
         fast: args.fast,
-        primitives: PrimitiveKeys {
-            shared: names("rw", 2),
-            semaphore: names("sem", 2),
-            multi_key: names("multi", 16),
-            elections: names("elect", 6),
-            max_holders: args.max_holders,
-        },
+        primitives: primitive_keys(args),
     };
     let mut crew = Crew::new(spec, args.seed);
     for _ in 0..args.rust_workers {
@@ -204,6 +198,17 @@ async fn set_up(args: &RunArgs) -> World {
         dir,
         proxy,
         crew,
+    }
+}
+
+/// The keys (and elections) of the primitive workers: few, so that their requests meet.
+fn primitive_keys(args: &RunArgs) -> PrimitiveKeys {
+    PrimitiveKeys {
+        shared: names("rw", 2),
+        semaphore: names("sem", 2),
+        multi_key: names("multi", 32),
+        elections: names("elect", 6),
+        max_holders: args.max_holders,
     }
 }
 
@@ -277,7 +282,14 @@ async fn inject(args: &RunArgs, world: &mut World) -> Injected {
             continue;
         }
         if args.sabotage {
-            let key = format!("hot/{}", rng.below(args.keys));
+            // Every other time a key of the primitives, when they run: their checks must notice too.
+            let key = if args.primitives > 0 && turn % 2 == 1 {
+                let p = primitive_keys(args);
+                let keys = [p.shared, p.semaphore, p.multi_key, p.elections].concat();
+                keys[rng.below(keys.len())].clone()
+            } else {
+                format!("hot/{}", rng.below(args.keys))
+            };
             faults::force_release(&world.admin, &key, counts).await;
         }
         match turn % 3 {

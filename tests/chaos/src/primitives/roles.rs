@@ -23,12 +23,13 @@ fn plan(w: &mut Worker, ttl: f64, renew: bool, multi: bool) -> Plan {
     }
 }
 
-/// A shared lease (with the semaphore's size in the `semaphore` role) or, one time in five,
-/// an exclusive one, on one of the role's keys.
+/// A shared lease (with the semaphore's size in the `semaphore` role) or, one time in ten,
+/// an exclusive one, on one of the role's keys (each waits for every reader and holds back the
+/// later ones).
 pub async fn read_write(w: &mut Worker, db: &Client) -> Result<(), Error> {
     let key = w.args.keys[w.rng.below(w.args.keys.len())].clone();
     let max_holders = (w.args.role == Role::Semaphore).then_some(w.args.max_holders);
-    let mode = if w.rng.chance(0.8) { Mode::Shared } else { Mode::Exclusive };
+    let mode = if w.rng.chance(0.9) { Mode::Shared } else { Mode::Exclusive };
     single(w, db, key, mode, max_holders).await
 }
 
