@@ -42,6 +42,8 @@ pub struct Counts {
     pub max_skew: f64,
     pub unexpected_exits: Vec<String>,
     pub sabotage_force_releases: u64,
+    /// The keys force-released, in order.
+    pub sabotaged_keys: Vec<String>,
 }
 
 /// SIGKILL of a worker, preferably one holding a lease (a session-bound one if
@@ -170,7 +172,17 @@ pub async fn force_release(admin: &Client, key: &str, counts: &mut Counts) {
         && row.get::<_, bool>(0)
     {
         counts.sabotage_force_releases += 1;
+        counts.sabotaged_keys.push(key.to_string());
     }
+}
+
+/// Sabotage (self-test only): one key held now among `keys` (at random), if any.
+pub async fn held_among(admin: &Client, keys: &[String]) -> Option<String> {
+    let row = admin
+        .query_opt("SELECT key FROM dlock_locks WHERE key = ANY($1) ORDER BY random() LIMIT 1", &[&keys])
+        .await
+        .ok()??;
+    Some(row.get(0))
 }
 
 /// Opens an admin session on the `postgres` database, directly (not through the proxy).

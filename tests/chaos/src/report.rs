@@ -173,8 +173,9 @@ pub fn render(
     if args.sabotage {
         let _ = writeln!(
             r,
-            "  SABOTAGE: force releases     {} (self-test: violations expected)",
-            counts.sabotage_force_releases
+            "  SABOTAGE: force releases     {} (self-test: violations expected): {}",
+            counts.sabotage_force_releases,
+            counts.sabotaged_keys.join(", ")
         );
     }
     if !counts.unexpected_exits.is_empty() {

@@ -282,14 +282,16 @@ async fn inject(args: &RunArgs, world: &mut World) -> Injected {
             continue;
         }
         if args.sabotage {
-            // Every other time a key of the primitives, when they run: their checks must notice too.
-            let key = if args.primitives > 0 && turn % 2 == 1 {
-                let p = primitive_keys(args);
+            // Every other time a key of the primitives held right then, when they run: their
+            // checks must notice too.
+            let p = primitive_keys(args);
+            let held = if args.primitives > 0 && turn % 2 == 1 {
                 let keys = [p.shared, p.semaphore, p.multi_key, p.elections].concat();
-                keys[rng.below(keys.len())].clone()
+                faults::held_among(&world.admin, &keys).await
             } else {
-                format!("hot/{}", rng.below(args.keys))
+                None
             };
+            let key = held.unwrap_or_else(|| format!("hot/{}", rng.below(args.keys)));
             faults::force_release(&world.admin, &key, counts).await;
         }
         match turn % 3 {
