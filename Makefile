@@ -134,26 +134,32 @@ bench: install
 # Exits non-zero on any violation. Four runs: dlock loaded on demand, then preloaded (direct
 # hand-off to server-side waiters), then preloaded with a failover: the primary stops
 # immediately mid-run and its synchronous standby is promoted (the resource on a cluster of its
-# own); and fast mode (leases in shared memory) with crash restarts. CHAOS_SECONDS (per run)
+# own); and fast mode (leases in shared memory) with crash restarts. Every run also runs
+# CHAOS_PRIMITIVES workers per role of the version 2 primitives (read-write locks, semaphores,
+# multi-key grants with twice as many, elections; durable leases) under the same faults,
+# checked for mode exclusion, the semaphore's size, all-or-nothing grants, one leader at a
+# time and growing terms; each report gives the grants per primitive. CHAOS_SECONDS (per run)
 # and CHAOS_SEED vary them; the reports and every worker's history
 # go to build/chaos/run-<time>-<pid>/.
 .PHONY: chaos test-chaos
 CHAOS_SECONDS ?= 150
 CHAOS_SEED    ?= 7
+CHAOS_PRIMITIVES ?= 6
 chaos: install
-	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED)
-	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload
-	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --failover
-	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --fast
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --primitives $(CHAOS_PRIMITIVES)
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --primitives $(CHAOS_PRIMITIVES)
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --failover --primitives $(CHAOS_PRIMITIVES)
+	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --fast --primitives $(CHAOS_PRIMITIVES)
 
 # The short subset for `make test` (about two minutes): the checker's unit tests, then 25 s of
-# the same chaos in each mode (fast mode's hot keys too), every fault kind included.
+# the same chaos in each mode (fast mode's hot keys too; the primitives, two workers per role),
+# every fault kind included.
 test-chaos: install
 	$(CARGO) test -q -p dlock-chaos
-	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED)
-	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload
-	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --fault-every 2 --seed $(CHAOS_SEED) --preload --failover
-	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --primitives 2
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload --primitives 2
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --fault-every 2 --seed $(CHAOS_SEED) --preload --failover --primitives 2
+	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast --primitives 2
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast
 
 # cargo fuzz (needs a nightly toolchain: rustup toolchain install nightly) on the Rust code that
