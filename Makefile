@@ -160,7 +160,6 @@ test-chaos: install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload --primitives 2
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --fault-every 2 --seed $(CHAOS_SEED) --preload --failover --primitives 2
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast --primitives 2
-	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast
 
 # cargo fuzz (needs a nightly toolchain: rustup toolchain install nightly) on the Rust code that
 # judges what callers send: the SQL edge's argument checks and the contract's rules.
