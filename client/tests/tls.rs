@@ -14,9 +14,9 @@ use tls::TlsCluster;
 const SECOND: Duration = Duration::from_secs(1);
 
 /// The TLS cluster of this test binary, started by the first test that needs it.
-async fn served() -> &'static TlsCluster {
-    static CLUSTER: OnceCell<TlsCluster> = OnceCell::const_new();
-    CLUSTER.get_or_init(|| TlsCluster::start("tls")).await
+async fn served() -> Option<&'static TlsCluster> {
+    static CLUSTER: OnceCell<Option<TlsCluster>> = OnceCell::const_new();
+    CLUSTER.get_or_init(|| TlsCluster::start("tls")).await.as_ref()
 }
 
 /// Whether the pooled connections of `client` are encrypted (`pg_stat_ssl` of its backend).
@@ -49,7 +49,7 @@ fn expect_certificate_error(outcome: Result<Client, Error>, what: &str) -> Strin
 
 #[tokio::test]
 async fn verify_full_with_the_ca_connects_encrypted_pool_and_listener_alike() {
-    let tls = served().await;
+    let Some(tls) = served().await else { return };
     let app = "tls_verify_full";
     let url = tls.url(
         "127.0.0.1",
@@ -89,7 +89,7 @@ async fn verify_full_with_the_ca_connects_encrypted_pool_and_listener_alike() {
 
 #[tokio::test]
 async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
-    let tls = served().await;
+    let Some(tls) = served().await else { return };
     let root = format!("sslrootcert={}", tls.ca.display());
     // `localhost` is not a name of the certificate.
     let full = Client::connect(&tls.url("localhost", &format!("sslmode=verify-full {root}"))).await;
@@ -104,7 +104,7 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
 
 #[tokio::test]
 async fn a_certificate_from_another_ca_is_a_tls_error_that_says_so() {
-    let tls = served().await;
+    let Some(tls) = served().await else { return };
     let other = format!("sslrootcert={}", tls.other_ca.display());
     for mode in ["verify-full", "verify-ca", "require", "prefer"] {
         // With a root certificate given, require and prefer verify the chain too (libpq).
@@ -120,7 +120,7 @@ async fn a_certificate_from_another_ca_is_a_tls_error_that_says_so() {
 
 #[tokio::test]
 async fn require_encrypts_without_a_ca_and_prefer_too_when_offered() {
-    let tls = served().await;
+    let Some(tls) = served().await else { return };
     for (mode, expected) in
         [("sslmode=require", true), ("", true), ("sslmode=prefer", true), ("sslmode=disable", false)]
     {
@@ -147,7 +147,7 @@ async fn require_against_a_server_without_tls_is_a_tls_error() {
 
 #[tokio::test]
 async fn a_hostssl_only_server_refuses_sslmode_disable() {
-    let tls = TlsCluster::start("tls-hostssl-only").await;
+    let Some(tls) = TlsCluster::start("tls-hostssl-only").await else { return };
     tls.cluster.replace_hba("local all all trust\nhostssl all all 127.0.0.1/32 trust\n").await;
     let disabled = tls.url("127.0.0.1", "sslmode=disable");
     eventually(SECOND * 10, "the server refuses connections without TLS", || async {

