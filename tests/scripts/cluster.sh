@@ -19,8 +19,22 @@ as_owner() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# A free port below the kernel's ephemeral range (32768-60999 by default): a port the kernel
+# hands out is soon the source port of some outgoing connection of the tests, which then holds
+# it when the server binds.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c '
+import random, socket
+for _ in range(500):
+    port, s = random.randint(20000, 32000), socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        print(port)
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()'
 }
 
 case "$cmd" in
@@ -55,9 +69,23 @@ start)
     } >>"$dir/data/postgresql.conf"
   fi
   if ! as_owner "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-    # A developer's RUST_BACKTRACE would put pgrx backtraces into every error's DETAIL.
-    as_owner env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
-      "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+    for attempt in 1 2 3 4 5; do
+      logged=$(stat -c %s "$dir/server.log" 2>/dev/null || echo 0)
+      # A developer's RUST_BACKTRACE would put pgrx backtraces into every error's DETAIL.
+      if as_owner env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
+        "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null; then
+        break
+      fi
+      # Another process took the port between its choice and the bind: choose another.
+      if [ "$attempt" -lt 5 ] && tail -c +"$((logged + 1))" "$dir/server.log" | grep -q 'could not bind .*Address already in use'; then
+        port=$(free_port)
+        echo "cluster.sh: the port was taken; starting $dir on port $port instead" >&2
+        sed -i "s/^port = .*/port = $port/" "$dir/data/postgresql.conf"
+        continue
+      fi
+      echo "cluster.sh: the server in $dir did not start (see $dir/server.log)" >&2
+      exit 1
+    done
   fi
   "$0" env "$dir"
   ;;

@@ -9,6 +9,7 @@ mod check;
 mod cluster;
 mod listener;
 mod pgbouncer;
+mod ports;
 mod replica;
 mod session;
 mod tls;

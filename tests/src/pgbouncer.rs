@@ -1,6 +1,7 @@
 //! A pgbouncer in front of a test cluster (Debian package `pgbouncer`), for the tests of dlock
 //! behind a connection pooler.
 
+use crate::ports::free_port;
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -140,12 +141,6 @@ impl Drop for Pgbouncer {
 fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// A port nobody listens on right now (the kernel's pick; pgbouncer binds it a moment later).
-fn free_port() -> u16 {
-    let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    socket.local_addr().expect("local address").port()
 }
 
 async fn connect(port: u16, dbname: &str) -> tokio_postgres::Client {

@@ -2,8 +2,8 @@
 //! `pg_basebackup -R`, started through `tests/scripts/cluster.sh`, promoted with `pg_ctl promote`, all
 //! as the `postgres` OS user when we are root (like the cluster itself).
 
+use crate::ports::free_port;
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -283,10 +283,4 @@ fn run(command: &mut Command, what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A TCP port on 127.0.0.1 that nobody listens on right now.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
 }
