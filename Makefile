@@ -11,12 +11,11 @@ PG_CONFIG   ?= $(PG18_CONFIG)
 else
 PG_CONFIG   ?= /usr/lib/postgresql/$(PG)/bin/pg_config
 endif
-PG_BIN      := $(shell $(PG_CONFIG) --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 # The CLI must match the pgrx crate exactly: derive its version from the manifest.
 PGRX_VERSION := $(shell sed -n 's/^pgrx = "=\(.*\)"/\1/p' extension/Cargo.toml)
 BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
-export PG_CONFIG PG_BIN PGRX_VERSION BUILD PG18_HOME
+export PG_CONFIG PGRX_VERSION BUILD PG18_HOME
 
 .PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus test-examples \
         bench bench-sql bench-wait bench-client bench-profile fmt lint clean

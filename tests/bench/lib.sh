@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
+export PG_BIN=$("$PG_CONFIG" --bindir)
 pg_bin=$PG_BIN
 cluster_sh="$root/tests/scripts/cluster.sh"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -10,7 +10,9 @@
 # and runs as the `postgres` user when we are root (initdb refuses root).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-PG_BIN=${PG_BIN:-$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --bindir)}
+# The binaries of the PostgreSQL whose pg_config is given: never a PG_BIN inherited from a caller
+# that meant another one.
+PG_BIN=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --bindir)
 cmd=${1:?usage: cluster.sh start|stop|env DIR}
 dir=${2:?usage: cluster.sh start|stop|env DIR}
 shift 2

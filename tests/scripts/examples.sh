@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-export PG_BIN=${PG_BIN:-$("$PG_CONFIG" --bindir)}
+export PG_BIN=$("$PG_CONFIG" --bindir)
 cluster_sh="$root/tests/scripts/cluster.sh"
 cluster="$BUILD/examples-cluster"
 node_dir="$BUILD/examples-node"

@@ -77,11 +77,10 @@ tar -C "$unpacked" -xzf "$tarball"
 plain "$unpacked/dlock-$version-pg18/install.sh" "$PG18_CONFIG" >/dev/null
 plain "$unpacked/dlock-$version-pg18/install.sh" "$PG15_CONFIG" 2>/dev/null && fail "install.sh took PostgreSQL 15"
 bash "$cluster_sh" destroy "$cluster"
-# PG_BIN too: make exports the one of the PostgreSQL it builds for, which cluster.sh prefers.
-cluster_env=$(PG_CONFIG=$PG18_CONFIG PG_BIN=$("$PG18_CONFIG" --bindir) bash "$cluster_sh" start "$cluster")
+cluster_env=$(PG_CONFIG=$PG18_CONFIG bash "$cluster_sh" start "$cluster")
 eval "$cluster_env"
 got=$(plain "$("$PG18_CONFIG" --bindir)/psql" -X -q -At -h "$PGHOST" -p "$PGPORT" -U postgres postgres \
   -c "CREATE EXTENSION dlock" -c "SELECT dlock_acquire('k', 'o', '1 minute')")
 [ "$got" = 1 ] || fail "the PostgreSQL 18 tarball gave '$got'"
-PG_BIN=$("$PG18_CONFIG" --bindir) bash "$cluster_sh" destroy "$cluster"
+PG_CONFIG=$PG18_CONFIG bash "$cluster_sh" destroy "$cluster"
 echo "package-test: $(basename "$tarball") ($(du -h "$tarball" | cut -f1)) installs into PostgreSQL 18"
