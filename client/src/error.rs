@@ -113,6 +113,16 @@ impl fmt::Display for ServerMessage {
 }
 
 impl Error {
+    /// An argument the client refuses before sending anything, as the server would (22023).
+    pub(crate) fn refused_by_client(message: String) -> Error {
+        Error::InvalidArgument(ServerMessage {
+            code: "22023".into(),
+            message,
+            detail: Some("checked by the client before sending".into()),
+            hint: None,
+        })
+    }
+
     /// The SQLSTATE of a server error, if this is one.
     pub fn sqlstate(&self) -> Option<&str> {
         match self {

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::builder::{DEFAULT_TTL, InFlight, MAX_DURATION, Wait};
 use super::guard::Guard;
 use super::state::{AllKeys, LeaseState, Timing};
+use super::watchdog;
 use crate::client::Client;
 use crate::error::Error;
 use crate::sql::Statements;
@@ -61,7 +62,7 @@ impl LockAllBuilder {
 
     /// Wait up to `wait` for all the keys (see the type's docs); default: no wait.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait.min(MAX_DURATION)) };
+        self.wait = Wait::up_to(wait);
         self
     }
 
@@ -118,12 +119,7 @@ impl LockAllBuilder {
     /// [`try_acquire`](Self::try_acquire) without its span.
     async fn try_acquire_untraced(self) -> Result<Option<MultiGuard>, Error> {
         if self.ttl < Duration::from_micros(1) {
-            return Err(Error::InvalidArgument(crate::error::ServerMessage {
-                code: "22023".into(),
-                message: "dlock: ttl must be positive".into(),
-                detail: Some("checked by the client before sending".into()),
-                hint: None,
-            }));
+            return Err(Error::refused_by_client("dlock: ttl must be positive".into()));
         }
         let statements = self.client.statements().await?;
         let retry = self.client.shared.waits.as_ref().and_then(|waits| waits.max_poll_interval());
@@ -131,14 +127,12 @@ impl LockAllBuilder {
             (Wait::No, _) => self.send(&statements, Some(0.0)).await?.granted(),
             // Behind a transaction pooler nothing may hold a server connection while it waits.
             (Wait::Up(_) | Wait::Forever, Some(max_interval)) => {
-                let deadline = match self.wait {
-                    Wait::Up(wait) => Some(tokio::time::Instant::now() + wait),
-                    _ => None,
-                };
-                waiting::retry(deadline, max_interval, |_| self.send(&statements, Some(0.0))).await?
+                waiting::retry(self.wait.deadline(), max_interval, |_| self.send(&statements, Some(0.0)))
+                    .await?
             }
-            (Wait::Up(wait), None) => self.send(&statements, Some(wait.as_secs_f64())).await?.granted(),
-            (Wait::Forever, None) => self.send(&statements, None).await?.granted(),
+            (Wait::Up(_) | Wait::Forever, None) => {
+                self.send(&statements, self.wait.seconds()).await?.granted()
+            }
         };
         Ok(granted)
     }
@@ -175,7 +169,7 @@ impl LockAllBuilder {
         tracing::debug!(keys = ?self.keys, fences = ?grant.fences, "dlock: acquired all");
         let all = AllKeys::new(self.keys.clone(), grant.fences);
         let state = LeaseState::new_all(self.client.clone(), statements.clone(), all, self.ttl, timing);
-        let renew_every = self.watchdog.then(|| self.renew_every.unwrap_or(self.ttl / 3));
+        let renew_every = self.watchdog.then(|| watchdog::renewal_interval(self.ttl, self.renew_every));
         MultiGuard { guard: Guard::new(state, None, renew_every) }
     }
 }

@@ -12,8 +12,9 @@ use super::Mode;
 use super::guard::Guard;
 use super::request::Kind;
 use super::state::{LeaseState, Timing};
+use super::watchdog;
 use crate::client::Client;
-use crate::error::{Error, ServerMessage};
+use crate::error::Error;
 use crate::sql::primitives::REQUEST;
 use crate::sql::rows::{self, Grant, Tried};
 use crate::sql::{KEY_OWNER_TTL_WAIT, Statements};
@@ -35,6 +36,30 @@ pub(crate) enum Wait {
     Up(Duration),
     /// Wait without limit (`wait => NULL`).
     Forever,
+}
+
+impl Wait {
+    /// Up to `wait` (zero: not at all).
+    pub(crate) fn up_to(wait: Duration) -> Wait {
+        if wait.is_zero() { Wait::No } else { Wait::Up(wait.min(MAX_DURATION)) }
+    }
+
+    /// The server's `wait` argument in seconds (`None`: NULL, without limit).
+    pub(crate) fn seconds(self) -> Option<f64> {
+        match self {
+            Wait::No => Some(0.0),
+            Wait::Up(wait) => Some(wait.as_secs_f64()),
+            Wait::Forever => None,
+        }
+    }
+
+    /// When a wait that starts now ends (`None`: never, or at once).
+    pub(crate) fn deadline(self) -> Option<tokio::time::Instant> {
+        match self {
+            Wait::Up(wait) => Some(tokio::time::Instant::now() + wait),
+            Wait::No | Wait::Forever => None,
+        }
+    }
 }
 
 /// A lock being described: `client.lock("key").ttl(..).wait(..).acquire().await`.
@@ -135,7 +160,7 @@ impl LockBuilder {
     /// across every client. [`fast`](Self::fast) leases wait on the server (except behind a
     /// transaction pooler), as do all waits of clients made with [`Client::from_pool`].
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = if wait.is_zero() { Wait::No } else { Wait::Up(wait.min(MAX_DURATION)) };
+        self.wait = Wait::up_to(wait);
         self
     }
 
@@ -222,18 +247,13 @@ impl LockBuilder {
         self.check()?;
         let statements = self.client.statements().await?;
         let Some(waits) = self.local_waits() else {
-            let wait = match self.wait {
-                Wait::No => Some(0.0),
-                Wait::Up(wait) => Some(wait.as_secs_f64()),
-                Wait::Forever => None,
-            };
             let statement = self.calls(&statements).acquire;
-            return Ok(self.send(&statements, statement, wait, rows::acquired).await?.granted());
+            return Ok(self
+                .send(&statements, statement, self.wait.seconds(), rows::acquired)
+                .await?
+                .granted());
         };
-        let deadline = match self.wait {
-            Wait::Up(wait) => Some(tokio::time::Instant::now() + wait),
-            _ => None,
-        };
+        let deadline = self.wait.deadline();
         // Nobody of ours in line for the key: one try is all it takes when it is free.
         if !waits.has_line(self.mode, &self.key)
             && let Tried::Granted(guard) = self.try_once(&statements, waits.settle(deadline)).await?
@@ -258,14 +278,7 @@ impl LockBuilder {
     /// too): a call must not wait behind the client's line for a key only to be refused.
     /// `dlock.max_ttl` is the server's alone.
     fn check(&self) -> Result<(), Error> {
-        let refuse = |message: String| {
-            Err(Error::InvalidArgument(ServerMessage {
-                code: "22023".into(),
-                message,
-                detail: Some("checked by the client before sending".into()),
-                hint: None,
-            }))
-        };
+        let refuse = |message: String| Err(Error::refused_by_client(message));
         let (max_key, max_owner) = (self.mode.max_key_bytes(), self.mode.max_owner_bytes());
         for (what, value, max) in
             [("key", self.key.as_str(), max_key), ("owner", &*self.client.owner, max_owner)]
@@ -391,7 +404,7 @@ impl LockBuilder {
             Timing { expires_at, deadline },
         );
         let renew_every = match (self.ttl, self.watchdog) {
-            (Some(ttl), true) => Some(self.renew_every.unwrap_or(ttl / 3)),
+            (Some(ttl), true) => Some(watchdog::renewal_interval(ttl, self.renew_every)),
             _ => None,
         };
         // Session-bound: the connection is the lease's session and stays with the guard.

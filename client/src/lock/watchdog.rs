@@ -9,6 +9,12 @@ use super::state::LeaseState;
 /// Shortest pause between retries of a renewal that failed on a connection error.
 const MIN_RETRY: Duration = Duration::from_millis(10);
 
+/// How often a watchdog renews a lease of `ttl`: as chosen, else a third of the ttl, so that
+/// two renewals can fail before the lease runs out.
+pub(crate) fn renewal_interval(ttl: Duration, chosen: Option<Duration>) -> Duration {
+    chosen.unwrap_or(ttl / 3)
+}
+
 /// Starts the watchdog of `state` on the current tokio runtime. With `renew_every` it renews
 /// that often; without, it only watches the ttl run out (a fixed lease, renewed by hand).
 /// It ends when the guard lets go (`state.ended`) or the lease is lost.
