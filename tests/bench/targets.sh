@@ -18,7 +18,8 @@
 # A workload that fails is reported as failed; the others still run. Writes targets.md into
 # the directory given (default $BUILD/bench/targets-<timestamp>).
 #
-#   BENCH_SECONDS=5 bash tests/bench/targets.sh [OUT_DIR]
+#   BENCH_SECONDS=5 [BENCH_ONLY="hot parked ..."] bash tests/bench/targets.sh [OUT_DIR]
+# BENCH_ONLY picks sections (primitives hot pairs counters parked rebuild); default all.
 source "$(dirname "$0")/lib.sh"
 # A workload that fails is reported, and the others still run.
 set +e
@@ -52,6 +53,8 @@ sleep 21
 
 failures=()
 declare -A tps
+# Whether section $1 runs (BENCH_ONLY names the sections to run; empty runs them all).
+section() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
 
 # Runs pgbench with script $2 at $3 clients for $seconds; records its tps as tps[$1].
 bench() {
@@ -86,6 +89,7 @@ target() {
   rows+=("| $what | ${value:-–} | $bar | $met |")
 }
 
+if section primitives; then
 echo "bench: primitives"
 clean; bench shared_hot shared_hot.sql 8
 clean; bench exclusive_distinct exclusive_distinct.sql 8
@@ -94,7 +98,9 @@ for n in 1 4 16; do
   clean; bench "all_$n" "acquire_all_$n.sql" 8
   clean; bench "singles_$n" "singles_$n.sql" 8
 done
+fi
 
+if section hot; then
 echo "bench: hot keys"
 clean; bench commit_1 commit.sql 1
 for c in 8 32 128; do
@@ -103,7 +109,9 @@ for c in 8 32 128; do
   clean; bench "fast_hot_$c" fast_hot.sql "$c"
   clean; bench "durable_hot_$c" durable_hot.sql "$c"
 done
+fi
 
+if section pairs; then
 echo "bench: uncontended pairs"
 for c in 8 64; do
   clean; bench "bound_$c" two_statements.sql "$c"
@@ -111,7 +119,9 @@ for c in 8 64; do
   clean; bench "naive_functions_$c" naive_functions.sql "$c"
   clean; bench "dlock_pair_$c" dlock_pair.sql "$c"
 done
+fi
 
+if section counters; then
 echo "bench: counters"
 for round in 1 2 3; do
   psql_ -c "ALTER SYSTEM SET dlock.track_stats = off" -c "SELECT pg_reload_conf()" >/dev/null
@@ -119,6 +129,7 @@ for round in 1 2 3; do
   psql_ -c "ALTER SYSTEM SET dlock.track_stats = on" -c "SELECT pg_reload_conf()" >/dev/null
   clean; bench "tracked_$round" dlock_pair.sql 8
 done
+fi
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 tracked=$(median "${tps[tracked_1]:-}" "${tps[tracked_2]:-}" "${tps[tracked_3]:-}")
 untracked=$(median "${tps[untracked_1]:-}" "${tps[untracked_2]:-}" "${tps[untracked_3]:-}")
@@ -153,14 +164,21 @@ parked() {
   local used; used=$(ticks_between "$work/$name.before" "$work/$name.after")
   cpu[$name]=$(awk -v t="$used" -v hz="$hz" 'BEGIN { printf "%.2f", 100 * t / hz / 10 }')
   echo "bench: $name: ${cpu[$name]} % of a core"
+  # Where it went: the busiest processes, by their titles.
+  awk 'NR == FNR { before[$1] = $2; next } ($1 in before) && $2 > before[$1] { print $2 - before[$1], $1 }' \
+    "$work/$name.before" "$work/$name.after" | sort -rn | head -3 | while read -r t pid; do
+    echo "bench:   $t ticks: $(ps -o args= -p "$pid" 2>/dev/null || echo "pid $pid, gone")"
+  done
   psql_ -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE query LIKE '%''parked''%' AND pid <> pg_backend_pid()" >/dev/null
   wait "$pgbench_pid" 2>/dev/null
   clean
 }
 declare -A cpu
+if section parked; then
 echo "bench: parked waiters"
 parked parked_durable "SELECT dlock_acquire('parked', 'holder', '1 hour')" parked_durable.sql
 parked parked_fast "SELECT dlock_fast_acquire('parked', 'holder', '20 s')" parked_fast.sql
+fi
 
 # The cache rebuild: 1,000 clients wait for the builder's key to be free; it releases after 1 s.
 rebuild() {
@@ -186,9 +204,11 @@ rebuild() {
   [ "$done_n" = 1000 ] || failures+=("$name: only $done_n of 1000 clients answered")
 }
 declare -A ms
+if section rebuild; then
 echo "bench: cache rebuild"
 rebuild rebuild_wait_free rebuild_wait_free.sql
 rebuild rebuild_serial rebuild_serial.sql
+fi
 
 {
   echo "# Targets of release 0.2.0"

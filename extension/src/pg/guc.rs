@@ -25,6 +25,28 @@ pub unsafe fn set_saved(name: &CStr, value: &str) {
     }
 }
 
+/// [`set_saved`] for a superuser-only setting (`deadlock_timeout`): dlock sets it for its own
+/// waits, whoever the caller is.
+///
+/// # Safety
+/// As [`set_saved`].
+pub unsafe fn set_saved_superuser(name: &CStr, value: &str) {
+    let value = CString::new(value).expect("no NUL in a setting's value");
+    // SAFETY: as the caller promised.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
 /// Sets `name` to `value` for the rest of the transaction (`SET LOCAL`).
 pub fn set_local(name: &CStr, value: &CStr) {
     // SAFETY: a transaction-local setting.

@@ -10,13 +10,21 @@
 //! until its transaction ends. So this session's queue entries remember the subtransaction
 //! that joined, and a subtransaction abort leaves the queues it joined (`sub_end`).
 //!
+//! A line of n waiters in one lock's queue makes PostgreSQL's deadlock check cost O(n^3) per
+//! waiter (every waiter ahead is a soft edge, re-walked with a linear visited list): 1,000
+//! waiters arriving together cost about 20 s of both cores, a second after they park. So a
+//! waiter that holds no queue lock itself joins with the check off (`deadlock_timeout` at its
+//! maximum for that wait), and that loses no deadlock: in any cycle through its wait, the head
+//! it waits for holds a queue lock, so the head's own wait — on another lock, or on a queue
+//! with the check on — is checked, finds the cycle and ends it.
+//!
 //! Preloaded, shared memory also counts the sessions in queues, per bucket of key hashes
 //! (`wait/occupancy.rs`), so that the common case — nobody waits — costs no lock-manager lookup at all.
 
 use crate::locks::deadline;
 use crate::locks::tags::{self, Space, tag};
 use crate::pg::pending::Pending;
-use crate::pg::{signals, version};
+use crate::pg::{guc, signals, version};
 use crate::wait::{occupancy, slots};
 use dlock_core::Timestamp;
 use pgrx::pg_sys;
@@ -52,8 +60,18 @@ pub fn is_occupied(hash: u64) -> bool {
 pub fn join(hash: u64, deadline: Option<Timestamp>) -> bool {
     // Counted before the request exists, so that whoever sees the request also sees the count.
     occupancy::enter(hash);
+    let holds_a_queue = MINE.with(|m| m.borrow().iter().any(|e| e.head.get()));
     MINE.with(|m| m.borrow_mut().push(Entry { hash, head: Cell::new(false) }));
-    let joined = deadline::acquire_until(&tag(Space::Queue, hash), pg_sys::ExclusiveLock, deadline);
+    let queue = tag(Space::Queue, hash);
+    let joined = if holds_a_queue {
+        deadline::acquire_until(&queue, pg_sys::ExclusiveLock, deadline)
+    } else {
+        guc::nested(|| {
+            // SAFETY: inside the nest level just opened; the wait reads it as it starts.
+            unsafe { guc::set_saved_superuser(c"deadlock_timeout", &i32::MAX.to_string()) };
+            deadline::acquire_until(&queue, pg_sys::ExclusiveLock, deadline)
+        })
+    };
     MINE.with(|m| {
         let mut mine = m.borrow_mut();
         // The newest entry of this key that is not at a head is this join.
