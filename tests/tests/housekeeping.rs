@@ -137,3 +137,40 @@ async fn expired_leases_are_swept_by_acquires_of_new_keys() {
     assert_eq!(s.release_all(&owner(T, "fresh")).await.unwrap(), 3_000);
     assert_eq!(rows_containing(&superuser, &key(T, "fresh-")).await, 0);
 }
+
+/// A grant inside a transaction block sweeps nothing: a swept key would stay locked until the
+/// block commits, so acquirers of an expired key would wait for somebody else's transaction.
+/// On a cluster of its own, the table holds only this test's rows, so a sweep would surely hit
+/// the expired ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grants_in_a_transaction_block_leave_expired_keys_free_for_others() {
+    const T: &str = "grants_in_a_transaction_block_leave_expired_keys_free_for_others";
+    let cluster = Cluster::shared_named("sweep-in-blocks", &[]);
+    let (block, other) = (cluster.connect().await, cluster.connect().await);
+    within(
+        Duration::from_secs(60),
+        "300 short leases",
+        acquire_keys(&other, T, "expired", 0..300, "50ms", false),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // all 300 have expired now
+
+    // 800 grants in one open transaction block: about 100 of them would each have swept a page.
+    block.client().batch_execute("BEGIN").await.unwrap();
+    within(
+        Duration::from_secs(60),
+        "800 grants in a block",
+        acquire_keys(&block, T, "in-block", 0..800, "1 minute", false),
+    )
+    .await;
+
+    // While the block is open, every expired key is free for another session at once.
+    let o = owner(T, "other");
+    for i in 0..300 {
+        let k = key(T, &format!("expired-{i:05}"));
+        let fence = other.try_acquire(&k, &o, "1 minute").await.unwrap();
+        assert!(fence.is_some(), "{k} ran out and nobody else holds it: granted at once, not busy");
+    }
+    block.client().batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(other.release_all(&o).await.unwrap(), 300);
+}

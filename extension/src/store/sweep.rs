@@ -1,7 +1,7 @@
 //! Keeps the lease table small. Released leases are deleted on release (and vacuumed as usual);
 //! what remains are leases that ran out and session-bound leases whose session ended without
 //! releasing. Grants reap those as they go, with no background worker and no index on expiry:
-//! one grant in eight reads one random heap page (about 70 rows) and deletes the dead leases on
+//! one autocommit grant in eight reads one random heap page (about 70 rows) and deletes the dead leases on
 //! it. If a fraction `e` of the rows is dead, a grant removes about `9e` of them on average while
 //! adding at most one, so dead rows settle below about a ninth of the table, never grow without
 //! bound, and a backlog (a million leases that all ran out) drains at about nine per grant.
@@ -33,8 +33,15 @@ thread_local! {
     static SESSION_CURSOR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Called after a grant, inside the same transaction.
+/// Called after a grant, inside the same transaction. Only a grant at the top level of an
+/// autocommit statement sweeps: a swept row's key stays locked until the sweeping transaction
+/// ends, and a transaction block could keep every acquirer of that expired key waiting for as
+/// long as it runs.
 pub fn after_grant(spi: &Spi, now: Timestamp) {
+    // SAFETY: reads transaction state.
+    if unsafe { pg_sys::IsTransactionBlock() || pg_sys::GetCurrentTransactionNestLevel() != 1 } {
+        return;
+    }
     // SAFETY: the backend's own PRNG state.
     let n = unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
     if n % PAGE_SWEEP_ONE_IN == 0 {
