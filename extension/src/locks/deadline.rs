@@ -22,6 +22,13 @@ pub enum Poke {
     Ignored,
 }
 
+/// Whether PostgreSQL's deadlock check runs for the wait (`wait/queue.rs` says when it need not).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum DeadlockCheck {
+    On,
+    Off,
+}
+
 /// Takes `tag` in `mode` for this transaction, waiting no later than `deadline` (`None`: no
 /// limit). Whether it got the lock.
 pub fn acquire_until(tag: &pg_sys::LOCKTAG, mode: u32, deadline: Option<Timestamp>) -> bool {
@@ -36,13 +43,32 @@ pub fn acquire_until_poked(
     deadline: Option<Timestamp>,
     poke: Poke,
 ) -> bool {
+    acquire_until_checked(tag, mode, deadline, poke, DeadlockCheck::On)
+}
+
+/// `acquire_until_poked`, with the deadlock check on or off for the wait.
+pub fn acquire_until_checked(
+    tag: &pg_sys::LOCKTAG,
+    mode: u32,
+    deadline: Option<Timestamp>,
+    poke: Poke,
+    check: DeadlockCheck,
+) -> bool {
     if tags::acquire(tag, mode, false, false) {
         return true;
     }
+    // Called inside the wait's own nest level (below), which the wait closes after it.
+    let set_check = || {
+        if check == DeadlockCheck::Off {
+            // SAFETY: as said above.
+            unsafe { guc::set_saved_superuser(c"deadlock_timeout", &i32::MAX.to_string()) };
+        }
+    };
     let Some(deadline) = deadline else {
         client::watching(|| {
             // SAFETY: inside the nest level `client::watching` opened.
             unsafe { guc::set_saved(c"lock_timeout", "0") };
+            set_check();
             tags::acquire(tag, mode, false, true)
         });
         return true;
@@ -63,6 +89,7 @@ pub fn acquire_until_poked(
         pg_sys::MemoryContextSwitchTo(context);
         let level = pg_sys::NewGUCNestLevel();
         guc::set_saved(c"lock_timeout", &left_ms.min(i64::from(i32::MAX)).to_string());
+        set_check();
         client::watch();
         // Any other error (cancel, statement_timeout, deadlock): end the subtransaction first,
         // as PL/pgSQL does, so the error aborts the caller's transaction cleanly.

@@ -16,7 +16,7 @@ use crate::locks::{binding, dropping, key as keylock, session};
 use crate::ops::attempt;
 use crate::ops::attempt::NotGranted;
 use crate::ops::locking::{self, Locking};
-use crate::pg::backend::now;
+use crate::pg::backend::{at_autocommit_top_level, now};
 use crate::pg::latch::{ensure_client_connected, sleep_until};
 use crate::pg::signals;
 use crate::pg::version::WaitEvent;
@@ -102,7 +102,7 @@ fn wait_in_line(
     // fixed-size slots: leaders grant themselves.)
     let published = request.kind != Kind::Leader
         && request.ttl.is_some_and(|ttl| {
-            at_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl, request)
+            at_autocommit_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl, request)
         });
     if !queue::join(hash, deadline) {
         return Ok(if published { withdraw(hash, None) } else { None });
@@ -212,12 +212,6 @@ fn granted(key: &str, caller: &Caller, locking: &Locking, fence: i64) -> i64 {
         locking::note_shared(key, caller.owner);
     }
     fence
-}
-
-/// Whether this call runs in a transaction of its own statement, not in a subtransaction.
-fn at_top_level() -> bool {
-    // SAFETY: reads transaction state.
-    unsafe { !pg_sys::IsTransactionBlock() && pg_sys::GetCurrentTransactionNestLevel() == 1 }
 }
 
 /// The first wait of a session on a server that does not preload dlock says, once, what

@@ -20,3 +20,10 @@ pub fn database() -> pg_sys::Oid {
     // SAFETY: set for every backend that runs SQL.
     unsafe { pg_sys::MyDatabaseId }
 }
+
+/// Whether this call runs at the top level of an autocommit statement: its transaction ends
+/// with the statement, outside any transaction block or subtransaction.
+pub fn at_autocommit_top_level() -> bool {
+    // SAFETY: reads transaction state.
+    unsafe { !pg_sys::IsTransactionBlock() && pg_sys::GetCurrentTransactionNestLevel() == 1 }
+}

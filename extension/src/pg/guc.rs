@@ -11,18 +11,7 @@ use std::ffi::{CStr, CString};
 pub unsafe fn set_saved(name: &CStr, value: &str) {
     let value = CString::new(value).expect("no NUL in a setting's value");
     // SAFETY: as the caller promised.
-    unsafe {
-        pg_sys::set_config_option(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-    }
+    unsafe { set(name, &value, pg_sys::GucContext::PGC_USERSET, pg_sys::GucAction::GUC_ACTION_SAVE) }
 }
 
 /// [`set_saved`] for a superuser-only setting (`deadlock_timeout`): dlock sets it for its own
@@ -33,30 +22,26 @@ pub unsafe fn set_saved(name: &CStr, value: &str) {
 pub unsafe fn set_saved_superuser(name: &CStr, value: &str) {
     let value = CString::new(value).expect("no NUL in a setting's value");
     // SAFETY: as the caller promised.
-    unsafe {
-        pg_sys::set_config_option(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_SUSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-    }
+    unsafe { set(name, &value, pg_sys::GucContext::PGC_SUSET, pg_sys::GucAction::GUC_ACTION_SAVE) }
 }
 
 /// Sets `name` to `value` for the rest of the transaction (`SET LOCAL`).
 pub fn set_local(name: &CStr, value: &CStr) {
     // SAFETY: a transaction-local setting.
+    unsafe { set(name, value, pg_sys::GucContext::PGC_USERSET, pg_sys::GucAction::GUC_ACTION_LOCAL) }
+}
+
+/// # Safety
+/// A saved setting needs the caller's nest level (see [`set_saved`]).
+unsafe fn set(name: &CStr, value: &CStr, context: pg_sys::GucContext::Type, action: pg_sys::GucAction::Type) {
+    // SAFETY: as the caller promised.
     unsafe {
         pg_sys::set_config_option(
             name.as_ptr(),
             value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
+            context,
             pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_LOCAL,
+            action,
             true,
             0,
             false,

@@ -13,7 +13,7 @@
 use crate::locks::key as keylock;
 use crate::locks::liveness;
 use crate::locks::session;
-use crate::pg::backend::now;
+use crate::pg::backend::{at_autocommit_top_level, now};
 use crate::pg::spi::Spi;
 use crate::stats::{self, Counter};
 use crate::store;
@@ -38,8 +38,7 @@ thread_local! {
 /// ends, and a transaction block could keep every acquirer of that expired key waiting for as
 /// long as it runs.
 pub fn after_grant(spi: &Spi, now: Timestamp) {
-    // SAFETY: reads transaction state.
-    if unsafe { pg_sys::IsTransactionBlock() || pg_sys::GetCurrentTransactionNestLevel() != 1 } {
+    if !at_autocommit_top_level() {
         return;
     }
     // SAFETY: the backend's own PRNG state.

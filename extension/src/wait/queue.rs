@@ -21,10 +21,10 @@
 //! Preloaded, shared memory also counts the sessions in queues, per bucket of key hashes
 //! (`wait/occupancy.rs`), so that the common case — nobody waits — costs no lock-manager lookup at all.
 
-use crate::locks::deadline;
+use crate::locks::deadline::{self, DeadlockCheck, Poke};
 use crate::locks::tags::{self, Space, tag};
 use crate::pg::pending::Pending;
-use crate::pg::{guc, signals, version};
+use crate::pg::{signals, version};
 use crate::wait::{occupancy, slots};
 use dlock_core::Timestamp;
 use pgrx::pg_sys;
@@ -62,16 +62,10 @@ pub fn join(hash: u64, deadline: Option<Timestamp>) -> bool {
     occupancy::enter(hash);
     let holds_a_queue = MINE.with(|m| m.borrow().iter().any(|e| e.head.get()));
     MINE.with(|m| m.borrow_mut().push(Entry { hash, head: Cell::new(false) }));
+    let check = if holds_a_queue { DeadlockCheck::On } else { DeadlockCheck::Off };
     let queue = tag(Space::Queue, hash);
-    let joined = if holds_a_queue {
-        deadline::acquire_until(&queue, pg_sys::ExclusiveLock, deadline)
-    } else {
-        guc::nested(|| {
-            // SAFETY: inside the nest level just opened; the wait reads it as it starts.
-            unsafe { guc::set_saved_superuser(c"deadlock_timeout", &i32::MAX.to_string()) };
-            deadline::acquire_until(&queue, pg_sys::ExclusiveLock, deadline)
-        })
-    };
+    let joined =
+        deadline::acquire_until_checked(&queue, pg_sys::ExclusiveLock, deadline, Poke::Ignored, check);
     MINE.with(|m| {
         let mut mine = m.borrow_mut();
         // The newest entry of this key that is not at a head is this join.
