@@ -264,3 +264,92 @@ async fn cancelled_timed_out_and_hung_up_waits_leave_nothing_behind() {
         assert!(s.release(&k, &owner(T, "o")).await.unwrap());
     }
 }
+
+/// Waits until `waiter` answers; asserts it said free.
+async fn answered_free(waiter: JoinHandle<Answered>, what: &str) -> f64 {
+    let (result, _) = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect(what).unwrap();
+    let (free, at) = result.expect(what);
+    assert!(free, "{what}: answered free");
+    at
+}
+
+/// A release answers the free-waiters only when the key is free as its transaction commits: not
+/// when it hands the key to the head of its queue in the same transaction, nor when the same
+/// transaction takes the key again, nor when a savepoint rolls the release back.
+#[tokio::test]
+async fn a_release_answers_free_waiters_only_if_the_key_is_free_at_its_commit() {
+    const T: &str = "answers_at_commit";
+    for (cluster, preloaded) in clusters().into_iter().zip([false, true]) {
+        let s = cluster.connect().await;
+        let holder = cluster.connect().await;
+        let k = key(T, "k");
+        let (o, again) = (owner(T, "o"), owner(T, "again"));
+        let settle = Duration::from_millis(300);
+
+        // Released and taken again in one transaction: nobody else ever saw the key free.
+        holder.try_acquire(&k, &o, "1 hour").await.unwrap().expect("granted");
+        let waiter = spawn_wait_free(cluster.connect().await, &k, Some("60 seconds"));
+        wait_for_free_waiters(&s, &k, 1).await;
+        holder.batch_execute("BEGIN").await.unwrap();
+        assert!(holder.release(&k, &o).await.unwrap());
+        holder.try_acquire(&k, &again, "1 hour").await.unwrap().expect("taken again");
+        holder.batch_execute("COMMIT").await.unwrap();
+        tokio::time::sleep(settle).await;
+        assert!(!waiter.is_finished(), "the key never was free: taken again in the releasing transaction");
+
+        // A release that a savepoint rolls back freed nothing.
+        holder.batch_execute("BEGIN; SAVEPOINT s").await.unwrap();
+        assert!(holder.release(&k, &again).await.unwrap());
+        holder.batch_execute("ROLLBACK TO SAVEPOINT s; COMMIT").await.unwrap();
+        tokio::time::sleep(settle).await;
+        assert!(!waiter.is_finished(), "a rolled-back release frees nothing");
+
+        // Handed over: the head of the queue gets the key in the releaser's transaction when
+        // preloaded (and takes it itself at once otherwise).
+        let head = cluster.connect().await;
+        let head_task = {
+            let (k, next) = (k.clone(), owner(T, "next"));
+            tokio::spawn(async move {
+                let fence: Option<i64> = head
+                    .query_one("SELECT dlock_acquire($1, $2, '1 hour', '60 seconds')", &[&k, &next])
+                    .await
+                    .unwrap()
+                    .get(0);
+                (fence, head)
+            })
+        };
+        dlock_tests::wait_for_waiters(&s, &k, 1).await;
+        assert!(holder.release(&k, &again).await.unwrap());
+        let (fence, head) = head_task.await.unwrap();
+        assert!(fence.is_some(), "the head was granted the key");
+        tokio::time::sleep(settle).await;
+        let waiter = if preloaded {
+            assert!(!waiter.is_finished(), "handed over in the releaser's transaction: never free");
+            waiter
+        } else if waiter.is_finished() {
+            // The head takes the key itself after the release commits: free for a moment.
+            answered_free(waiter, "free before the head took it").await;
+            let waiter = spawn_wait_free(cluster.connect().await, &k, Some("60 seconds"));
+            wait_for_free_waiters(&s, &k, 1).await;
+            waiter
+        } else {
+            waiter
+        };
+
+        // Finally freed: answered, after that release.
+        let released_at = s.server_now().await.unwrap();
+        assert!(head.release(&k, &owner(T, "next")).await.unwrap());
+        let at = answered_free(waiter, "after the last release").await;
+        assert!(at >= released_at);
+
+        // A force release and a release_all answer too.
+        for (how, arg) in [("SELECT dlock_force_release($1)", &k), ("SELECT dlock_release_all($1) = 1", &o)] {
+            holder.try_acquire(&k, &o, "1 hour").await.unwrap().expect("granted");
+            let waiter = spawn_wait_free(cluster.connect().await, &k, Some("60 seconds"));
+            wait_for_free_waiters(&s, &k, 1).await;
+            let freed: bool = s.query_one(how, &[arg]).await.unwrap().get(0);
+            assert!(freed, "{how}");
+            answered_free(waiter, how).await;
+        }
+    }
+}

@@ -3,10 +3,11 @@
 //! registered a callback first (PostgreSQL calls callbacks in reverse order of registration).
 
 use crate::fast;
-use crate::locks::{key, session, watch};
-use crate::pg::signals;
+use crate::locks::{key, liveness, session, watch};
+use crate::pg::backend::now;
+use crate::pg::{signals, spi};
 use crate::stats;
-use crate::store::durability;
+use crate::store::{self, durability};
 use crate::wait::{elections, free_waiters, queue, slots, wakeups};
 use dlock_core::DlockError;
 use pgrx::pg_sys;
@@ -15,7 +16,18 @@ fn pre_commit() {
     // 1. Still holding the key locks: a watch registered before our change is seen here, and
     //    the NOTIFY is queued for PostgreSQL to send once the commit is visible.
     watch::notify_watched(wakeups::freed());
-    // 2. Last, once nothing else will write: a transaction whose only writes were releases
+    // 2. Keys freed with sessions waiting to see them free are read once more, still under
+    //    their key locks; those free are answered at commit, sparing each waiter a read.
+    //    (Not if this transaction dropped the table: nothing to read, nobody to answer.)
+    free_waiters::confirm_at_pre_commit(|key| {
+        if store::relation::relations().is_none() {
+            return false;
+        }
+        let rows = spi::connect(|spi| store::read(spi, key));
+        let state = liveness::state(&rows, now());
+        state.live.is_empty() && state.delayed_until.is_none()
+    });
+    // 3. Last, once nothing else will write: a transaction whose only writes were releases
     //    commits without a WAL flush.
     durability::at_pre_commit();
 }

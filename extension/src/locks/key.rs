@@ -84,6 +84,12 @@ pub fn unlock_key(hash: u64) {
     let_go(hash, mode.unwrap_or(pg_sys::ExclusiveLock));
 }
 
+/// Whether this transaction holds the key lock of this hash exclusively (nobody else can change
+/// the key until it ends).
+pub fn holds_exclusively(hash: u64) -> bool {
+    HELD.with(|h| h.borrow().iter().any(|&held| held == (hash, pg_sys::ExclusiveLock)))
+}
+
 /// The transaction ended: PostgreSQL lets its key locks go.
 pub fn at_end() {
     HELD.with(|h| h.borrow_mut().take());

@@ -12,7 +12,7 @@ use crate::pg::backend::now;
 use crate::pg::{role, spi};
 use crate::stats::{self, Counter};
 use crate::store::{self, durability};
-use crate::wait::{queue, wakeups};
+use crate::wait::{free_waiters, queue, wakeups};
 use dlock_core::lease::{self, Kind, Lease, Release};
 use dlock_core::{DlockError, key::key_hash};
 
@@ -28,7 +28,7 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
             let eligible = durability::release_eligible();
             let kind = store::release_last_hold(spi, key, owner, role, now(), Some(Kind::Shared))?;
             stats::count_at_commit(Counter::Releases);
-            freed(hash, kind);
+            freed(key, hash, kind);
             durability::released_if(eligible);
             Some(())
         });
@@ -43,7 +43,7 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
         let eligible = durability::release_eligible();
         if let Some(kind) = store::release_last_hold(spi, key, owner, role, now, None) {
             stats::count_at_commit(Counter::Releases);
-            freed(hash, kind);
+            freed(key, hash, kind);
             durability::released_if(eligible);
             handoff::hand_over(spi, key, hash, kind.is_shared());
             return Ok(true);
@@ -143,6 +143,7 @@ pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
         }
         // The head may wait on the old holder's binding, which stays in place: poke it.
         wakeups::poke_at_commit(hash);
+        free_waiters::freed(hash, key);
         durability::released_if(eligible);
         handoff::hand_over(spi, key, hash, true);
         Ok(true)
@@ -150,10 +151,11 @@ pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
 }
 
 /// The open transaction freed a lease of `kind` on the key: wake the head of its queue at
-/// commit; if other shared holders may remain, the head may be waiting on one of their bindings,
-/// so poke it too.
-fn freed(hash: u64, kind: Kind) {
+/// commit (and those waiting to see the key free); if other shared holders may remain, the head
+/// may be waiting on one of their bindings, so poke it too.
+fn freed(key: &str, hash: u64, kind: Kind) {
     wakeups::wake_at_commit(hash);
+    free_waiters::freed(hash, key);
     if kind.is_shared() {
         wakeups::poke_at_commit(hash);
     }
@@ -167,5 +169,5 @@ fn free(spi: &spi::Spi, key: &str, lease: &Lease) {
     if session::is_bound_here(lease.fence) {
         session::unbind_at_commit(lease.fence, hash);
     }
-    freed(hash, lease.kind);
+    freed(key, hash, lease.kind);
 }

@@ -1,7 +1,8 @@
 //! `dlock_wait_free`: waits until no lease holds a key (nor a lock-delay holds it back), without
 //! taking it: the cache-rebuild pattern, where many sessions only need to know that the one
 //! building is done. Waiters do not queue one behind another: one release wakes them all at
-//! once (`wait/free_waiters.rs`), and expiries they sleep until.
+//! once and, preloaded, tells them the key is free (`wait/free_waiters.rs`); expiries they sleep
+//! until.
 
 use crate::locks::{dropping, liveness, session};
 use crate::pg::backend::{my_pid, now};
@@ -34,10 +35,17 @@ pub fn wait_free(key: &str, wait: Option<Micros>) -> Result<bool, DlockError> {
             Look::Free => return Ok(true),
             Look::Held(at) => at,
         };
+        // An answer already in the slot may be older than what the look saw.
+        free_waiters::forget_answer();
         if deadline.is_some_and(|d| now() >= d) {
             return Ok(false);
         }
         sleep_until([deadline, look_again].into_iter().flatten().min(), WaitEvent::DlockLease.id());
+        // Answered since the look: the key was free after it (a release found it so under its
+        // key lock), no need to read it again.
+        if free_waiters::answered(hash) && !dropping::under_way() {
+            return Ok(true);
+        }
     }
 }
 
