@@ -426,6 +426,7 @@ pub fn bound_kills(
     }
 }
 
+mod free;
 mod holders;
 mod leaders;
 mod multi;
@@ -435,6 +436,7 @@ mod tests;
 #[cfg(test)]
 mod tests_primitives;
 
+pub use free::free_answers;
 pub use leaders::elections;
 pub use multi::multi_key;
 pub use outcome::{Outcome, Rule};

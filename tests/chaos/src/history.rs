@@ -65,6 +65,8 @@ pub enum Event {
         lb: f64,
         ub: f64,
     },
+    /// What `dlock_wait_free` answered for `key`: asked at `lb`, answered by `ub`.
+    WaitFree { key: String, free: bool, lb: f64, ub: f64 },
     /// The lease's exact expiry, read from `dlock_locks` right after the grant (replaces the
     /// grant's lower bound).
     Expiry { owner: String, key: String, fence: i64, live_until: f64 },
@@ -261,6 +263,16 @@ pub struct Observation {
     pub ub: f64,
 }
 
+/// One `dlock_wait_free` answer.
+#[derive(Debug, Clone)]
+pub struct FreeAnswer {
+    pub worker: String,
+    pub key: String,
+    pub free: bool,
+    pub lb: f64,
+    pub ub: f64,
+}
+
 /// Everything the workers recorded.
 #[derive(Debug, Default)]
 pub struct History {
@@ -268,6 +280,7 @@ pub struct History {
     pub multi: Vec<MultiGrant>,
     pub not_granted: Vec<NotGranted>,
     pub observations: Vec<Observation>,
+    pub free_answers: Vec<FreeAnswer>,
 }
 
 /// What the reader builds up: grants keyed by (owner, key, fence), multi-key grants by owner.
@@ -277,6 +290,7 @@ struct Reading {
     multi: BTreeMap<String, MultiGrant>,
     not_granted: Vec<NotGranted>,
     observations: Vec<Observation>,
+    free_answers: Vec<FreeAnswer>,
 }
 
 /// Reads every `*.jsonl` in `dir` into grants, keyed by (owner, key, fence): a reentrant grant
@@ -297,6 +311,7 @@ pub fn read(dir: &Path) -> std::io::Result<History> {
         multi: reading.multi.into_values().collect(),
         not_granted: reading.not_granted,
         observations: reading.observations,
+        free_answers: reading.free_answers,
     })
 }
 
@@ -314,6 +329,7 @@ pub fn parse(workers: &[(&str, &str)]) -> History {
         multi: reading.multi.into_values().collect(),
         not_granted: reading.not_granted,
         observations: reading.observations,
+        free_answers: reading.free_answers,
     }
 }
 
@@ -417,6 +433,9 @@ impl Reading {
                         }
                     }
                 }
+            }
+            Event::WaitFree { key, free, lb, ub } => {
+                self.free_answers.push(FreeAnswer { worker: worker.to_string(), key, free, lb, ub });
             }
             Event::Leader { election, term, info, expires_at, lb, ub } => {
                 self.observations.push(Observation {

@@ -62,11 +62,14 @@ pub fn render(
     let _ = writeln!(
         r,
         "grants per primitive: {} (multi-key: {} grants of all their keys, counted per key; {} refused \
-         requests checked for keys left held; {} dlock_leader answers compared)",
+         requests checked for keys left held; {} dlock_leader answers compared; {} dlock_wait_free \
+         answers of free judged, of {})",
         per.join(", "),
         outcome.multi_grants,
         outcome.multi_not_granted,
-        outcome.leader_observations
+        outcome.leader_observations,
+        outcome.free_answers.0,
+        outcome.free_answers.1
     );
     // Keys where readers ever met (a key's lone shared holders say nothing about the cap).
     let met: Vec<String> =

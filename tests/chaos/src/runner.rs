@@ -82,6 +82,7 @@ pub async fn run(args: RunArgs) -> bool {
     let crash_times: Vec<f64> = injected.snapshots.iter().map(|s| s.crash_at).collect();
     check::multi_key(grants, &history.multi, &history.not_granted, &mut outcome);
     check::elections(grants, &history.observations, &mut outcome);
+    check::free_answers(grants, &history.free_answers, &mut outcome);
     check::bound_kills(
         grants,
         &injected.counts.bound_kills,

@@ -52,6 +52,8 @@ pub struct Outcome {
     /// Grants per primitive (a multi-key grant once per key).
     pub per_primitive: BTreeMap<Primitive, usize>,
     pub leader_observations: usize,
+    /// `dlock_wait_free` answers judged (those that said free) and all of them.
+    pub free_answers: (usize, usize),
 }
 
 impl Outcome {
@@ -85,10 +87,12 @@ pub enum Rule {
     /// Leases or sentinels lost in a crash or failover.
     Durability,
     BoundHandover,
+    /// `dlock_wait_free` said free while one lease surely held the key throughout the call.
+    FreeWhileHeld,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 12] = [
+    pub const ALL: [Rule; 13] = [
         Rule::TwoExclusive,
         Rule::ExclusiveBesideShared,
         Rule::SemaphoreOverfull,
@@ -101,6 +105,7 @@ impl Rule {
         Rule::ResourceFencing,
         Rule::Durability,
         Rule::BoundHandover,
+        Rule::FreeWhileHeld,
     ];
 
     pub fn label(self) -> &'static str {
@@ -117,6 +122,7 @@ impl Rule {
             Rule::ResourceFencing => "resource fencing",
             Rule::Durability => "lost in a crash or failover",
             Rule::BoundHandover => "session-bound hand-over",
+            Rule::FreeWhileHeld => "said free while held",
         }
     }
 }

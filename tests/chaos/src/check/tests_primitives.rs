@@ -334,3 +334,37 @@ fn histories_of_the_primitives_read_back() {
     assert_eq!(history.multi[0].checks, vec![(10.01, vec![true, true])]);
     assert_eq!((history.observations.len(), history.not_granted.len()), (1, 1));
 }
+
+fn answer(key: &str, free: bool, lb: f64, ub: f64) -> crate::history::FreeAnswer {
+    crate::history::FreeAnswer { worker: "w".into(), key: key.into(), free, lb, ub }
+}
+
+#[test]
+fn a_wait_free_answer_of_free_while_one_lease_held_the_key_throughout_is_found() {
+    let grants = [released(lease("a", "k", 1, 10.0, 20.0, Mode::Exclusive), 15.0)];
+    let answers = [
+        // Asked and answered while a surely held the key: never free in between.
+        answer("k", true, 11.0, 12.0),
+        // Answered after a's release began: free then.
+        answer("k", true, 14.0, 15.1),
+        // Asked before a's grant: the key may have been free before it.
+        answer("k", true, 9.9, 10.5),
+        // Still held: nothing claimed.
+        answer("k", false, 11.0, 13.0),
+        // Another key.
+        answer("other", true, 11.0, 12.0),
+    ];
+    let mut out = found(&grants);
+    free_answers(&grants, &answers, &mut out);
+    assert_eq!(out.by_rule.get(&Rule::FreeWhileHeld), Some(&1), "{:?}", out.violations);
+    assert!(out.violations[0].contains("asked at 11.000000"), "{:?}", out.violations);
+    assert_eq!(out.free_answers, (4, 5));
+}
+
+#[test]
+fn a_reader_holding_the_key_makes_a_free_answer_wrong_too() {
+    let grants = [shared("r", 1, 10.0, 20.0, None)];
+    let mut out = found(&grants);
+    free_answers(&grants, &[answer("s", true, 12.0, 13.0)], &mut out);
+    assert_eq!(out.by_rule.get(&Rule::FreeWhileHeld), Some(&1));
+}

@@ -4,7 +4,7 @@
 use tokio_postgres::{Client, Error};
 
 use super::lease::{Held, Plan};
-use super::statements::{ACQUIRE, ACQUIRE_ALL, ACQUIRE_SHARED, CAMPAIGN, HELD_BY, LEADER};
+use super::statements::{ACQUIRE, ACQUIRE_ALL, ACQUIRE_SHARED, CAMPAIGN, HELD_BY, LEADER, WAIT_FREE};
 use super::{Role, Worker};
 use crate::history::{Event, Mode};
 
@@ -25,9 +25,14 @@ fn plan(w: &mut Worker, ttl: f64, renew: bool, multi: bool) -> Plan {
 
 /// A shared lease (with the semaphore's size in the `semaphore` role) or, one time in ten,
 /// an exclusive one, on one of the role's keys (each waits for every reader and holds back the
-/// later ones).
+/// later ones); one time in twenty, only a wait for the key to be free (`dlock_wait_free`).
 pub async fn read_write(w: &mut Worker, db: &Client) -> Result<(), Error> {
     let key = w.args.keys[w.rng.below(w.args.keys.len())].clone();
+    if w.rng.chance(0.05) {
+        let row = db.query_one(WAIT_FREE, &[&key, &w.args.wait]).await?;
+        w.log.record(&Event::WaitFree { key, free: row.get(0), lb: row.get(1), ub: row.get(2) });
+        return Ok(());
+    }
     let max_holders = (w.args.role == Role::Semaphore).then_some(w.args.max_holders);
     let mode = if w.rng.chance(0.9) { Mode::Shared } else { Mode::Exclusive };
     single(w, db, key, mode, max_holders).await

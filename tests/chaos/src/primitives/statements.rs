@@ -50,3 +50,7 @@ pub const RELEASE: &str = "SELECT dlock_release(t.k, $2::text), \
 pub const HELD_BY: &str = "SELECT coalesce(array_agg(key ORDER BY key), '{}'::text[]), \
        extract(epoch FROM clock_timestamp())::float8 \
      FROM dlock_locks WHERE owner = $1::text";
+
+/// `$1` key, `$2` wait → free?, the statement's start, the time after.
+pub const WAIT_FREE: &str = "SELECT dlock_wait_free($1::text, $2::float8 * interval '1 second'), \
+     extract(epoch FROM statement_timestamp())::float8, extract(epoch FROM clock_timestamp())::float8";
