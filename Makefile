@@ -18,7 +18,7 @@ CARGO       ?= cargo
 export PG_CONFIG PGRX_VERSION BUILD PG18_HOME
 
 .PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus test-examples \
-        bench bench-targets bench-sql bench-wait bench-client bench-profile fmt lint clean
+        bench bench-targets bench-instructions bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
 
@@ -120,6 +120,11 @@ bench-wait: install
 # The Rust client's acquire+release overhead over the same SQL through raw tokio-postgres.
 bench-client: install
 	@bash tests/bench/client.sh
+
+# Instructions per uncontended pair (valgrind's callgrind, repeatable to the instruction): the
+# two-statement bound, the hand-written lock table and dlock, with dlock's pair split in parts.
+bench-instructions: install
+	@bash tests/bench/instructions.sh
 
 # This release's targets alone (make bench runs them too); BENCH_ONLY="hot parked" picks sections.
 bench-targets: install
