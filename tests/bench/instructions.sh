@@ -8,7 +8,8 @@
 # wrapper (its pinned search_path set and restored around each call) and the rest.
 #
 #   [PG_CONFIG=...] bash tests/bench/instructions.sh [OUT_DIR]
-# Writes instructions.md into OUT_DIR (default $BUILD/bench/instructions-<timestamp>).
+# Writes instructions.md into OUT_DIR (default $BUILD/bench/instructions-<timestamp>), and the
+# callgrind profiles beside it (callgrind_annotate or kcachegrind reads them).
 source "$(dirname "$0")/lib.sh"
 
 out=${1:-$BUILD/bench/instructions-$stamp}
@@ -138,5 +139,6 @@ k() { awk -v a="$1" 'BEGIN { printf "%.1fk", a / 1000 }'; }
   echo "| GUC restores at call and transaction ends (AtEOXact_GUC; included above for the calls) | $(k "$guc_end") |"
   echo "| everything else (protocol, executor start and end, two commits) | $(k "$((cost[dlock] - definer))") |"
 } >"$report"
+cp "$work"/*.cg "$out/"
 cat "$report"
 echo "bench: instructions written to $report"
