@@ -31,8 +31,10 @@ struct Holding {
 #[derive(Debug, Default)]
 struct Peaks {
     samples: usize,
-    /// Backends sleeping inside a dlock call (a server-side wait) or waiting for a lock.
+    /// Backends sleeping inside a dlock call (a server-side wait) or waiting for a dlock lock.
     waiting_backends: i64,
+    /// What those were waiting for, and in which statement.
+    waits_seen: Vec<String>,
     /// Server backends other than the test's own sessions: pgbouncer's server connections.
     pooler_backends: i64,
     /// pgbouncer's own count of its server connections (`SHOW POOLS`, every `sv_*` column).
@@ -40,20 +42,33 @@ struct Peaks {
 }
 
 /// Backends of database `postgres` sleeping in a dlock wait (shown as an `Extension` wait) or
-/// waiting for a heavyweight lock, and pgbouncer's backends (everything but this test's own).
+/// waiting for one of dlock's advisory locks, and pgbouncer's backends (everything but this
+/// test's own). A release is no waiter: it may wait a moment for the key lock of a transaction
+/// changing the key (a waiter's try, or a grant about to commit). Nor is a relation extension
+/// lock between concurrent inserts a dlock wait.
 const SAMPLE: &str = "\
-SELECT count(*) FILTER (WHERE state = 'active' AND wait_event_type IN ('Extension', 'Lock')), \
+SELECT count(*) FILTER (WHERE waits), \
+       coalesce(string_agg(seen, '; ') FILTER (WHERE waits), ''), \
        count(*) FILTER (WHERE application_name NOT IN ('holders', 'dlock-tests')) \
-  FROM pg_catalog.pg_stat_activity \
- WHERE backend_type = 'client backend' AND datname = 'postgres' AND pid <> pg_catalog.pg_backend_pid()";
+  FROM (SELECT application_name, \
+               state = 'active' AND query NOT LIKE '%dlock_release%' \
+                 AND (wait_event_type = 'Extension' OR (wait_event_type = 'Lock' AND wait_event = 'advisory')) AS waits, \
+               wait_event_type || '/' || wait_event || ': ' || left(query, 120) AS seen \
+          FROM pg_catalog.pg_stat_activity \
+         WHERE backend_type = 'client backend' AND datname = 'postgres' \
+           AND pid <> pg_catalog.pg_backend_pid()) AS a";
 
 /// Samples the server and the pooler until `done`.
 async fn sample(observer: Session, bouncer: &Pgbouncer, done: &AtomicBool) -> Peaks {
     let mut peaks = Peaks::default();
     while !done.load(Ordering::Relaxed) {
         let row = observer.query_one(SAMPLE, &[]).await.expect("sample pg_stat_activity");
-        peaks.waiting_backends = peaks.waiting_backends.max(row.get(0));
-        peaks.pooler_backends = peaks.pooler_backends.max(row.get(1));
+        let (waiting, seen): (i64, String) = (row.get(0), row.get(1));
+        peaks.waiting_backends = peaks.waiting_backends.max(waiting);
+        if waiting > 0 {
+            peaks.waits_seen.push(seen);
+        }
+        peaks.pooler_backends = peaks.pooler_backends.max(row.get(2));
         let servers: i64 = bouncer
             .pool()
             .await
