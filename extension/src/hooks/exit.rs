@@ -29,7 +29,7 @@ unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
         pg_sys::CommitTransactionCommand();
         for hash in hashes {
             queue::wake_head(hash);
-            free_waiters::wake(hash, false);
+            free_waiters::wake(hash, None);
         }
     }
 }
@@ -38,7 +38,7 @@ unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     for hash in session::bound_key_hashes() {
         queue::wake_head(hash);
-        free_waiters::wake(hash, false);
+        free_waiters::wake(hash, None);
     }
 }
 

@@ -1,11 +1,11 @@
 //! dlock's shared memory, only with `shared_preload_libraries = 'dlock'`: one pair of
 //! PostgreSQL hooks, chained once, that sizes and sets up the wait table (`wait/slots.rs`), the
-//! queue counts (`wait/occupancy.rs`), the free-waiters' answer slots (`wait/free_waiters.rs`) and fast mode's table (`fast/`), whose server-start
+//! queue counts (`wait/occupancy.rs`), the free-waiters' answer slots (`wait/answers.rs`) and fast mode's table (`fast/`), whose server-start
 //! settings are defined first.
 
 use crate::fast;
 use crate::stats;
-use crate::wait::{free_waiters, occupancy, slots};
+use crate::wait::{answers, occupancy, slots};
 use pgrx::pg_sys;
 
 static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
@@ -21,7 +21,7 @@ unsafe extern "C-unwind" fn request() {
     }
     slots::request();
     occupancy::request();
-    free_waiters::request();
+    answers::request();
     fast::request();
     stats::request();
 }
@@ -36,7 +36,7 @@ unsafe extern "C-unwind" fn startup() {
     }
     slots::startup();
     occupancy::startup();
-    free_waiters::startup();
+    answers::startup();
     fast::startup();
     stats::startup();
 }

@@ -25,7 +25,7 @@ enum Look {
 pub fn wait_free(key: &str, wait: Option<Micros>) -> Result<bool, DlockError> {
     let hash = key_hash(key);
     let deadline = wait.map(|w| now().saturating_add(w));
-    let _waiting = (wait != Some(0)).then(|| free_waiters::start(hash));
+    let _waiting = (wait != Some(0)).then(|| free_waiters::start(key, hash));
     loop {
         if dropping::under_way() {
             return Err(DlockError::Dropping);

@@ -11,86 +11,44 @@
 //! Preloaded, a release also answers them (a cache rebuild's thousand waiters would otherwise
 //! each re-read the key): a transaction that freed a key under its exclusive key lock, with
 //! free-waiters about, reads the key once more at pre-commit, and if no lease nor lock-delay
-//! holds it, writes the key's hash into each waiter's answer slot (by proc number) before
-//! setting its latch. Nobody can take the key between that read and the wake-ups: the key lock
-//! is let go after them. A waiter trusts only an answer written after its last read: when that
-//! read found the key held, it clears its slot, since an answer already there may predate it.
+//! holds it, writes the key's hash into the answer slot of each waiter of that very key
+//! (`answers.rs`) before setting its latch. Nobody can take the key between that read and the
+//! wake-ups: the key lock is let go after them. A waiter trusts only an answer written after
+//! its last read: when that read found the key held, it clears its slot, since an answer
+//! already there may predate it.
 
 use crate::locks::key;
 use crate::locks::tags::{self, Space, tag};
 use crate::pg::version;
+use crate::wait::answers;
 use crate::wait::occupancy::{self, Of};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 thread_local! {
     /// The key hash this session waits for, while it is counted.
     static WAITING: Cell<Option<u64>> = const { Cell::new(None) };
     /// Keys this transaction freed while free-waiters may wait for them: (hash, key).
     static FREED: RefCell<Vec<(u64, String)>> = const { RefCell::new(Vec::new()) };
-    /// Of those, the hashes found free at pre-commit under our exclusive key lock.
-    static FREE_AT_COMMIT: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Of those, the ones found free at pre-commit under our exclusive key lock.
+    static FREE_AT_COMMIT: RefCell<Vec<(u64, String)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The answer slots, one per proc number below MaxBackends (null without preload).
-static mut ANSWERS: *const AtomicU64 = std::ptr::null();
-
-fn slot_count() -> usize {
-    // SAFETY: set by the postmaster before shared memory is sized; backends and background
-    // workers, the only processes that run SQL, have proc numbers below it.
-    unsafe { pg_sys::MaxBackends.max(1) as usize }
-}
-
-fn answers() -> Option<&'static [AtomicU64]> {
-    // SAFETY: set once by the postmaster before backends fork, sized for `slot_count` slots.
-    unsafe {
-        let base = *std::ptr::addr_of!(ANSWERS);
-        (!base.is_null()).then(|| std::slice::from_raw_parts(base, slot_count()))
-    }
-}
-
-fn my_answer() -> Option<&'static AtomicU64> {
-    answers()?.get(version::my_proc_number())
-}
-
-/// Asks for the answer slots' memory (`hooks/shmem.rs`'s request hook).
-pub fn request() {
-    // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(slot_count() * std::mem::size_of::<AtomicU64>()) };
-}
-
-/// Sets the answer slots up, all empty (`hooks/shmem.rs`'s startup hook).
-pub fn startup() {
-    // SAFETY: runs in the postmaster (and after a crash restart) before any backend.
-    unsafe {
-        let size = slot_count() * std::mem::size_of::<AtomicU64>();
-        let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock v2 free-wait answers".as_ptr(), size, &mut found);
-        if !found {
-            std::ptr::write_bytes(base as *mut u8, 0, size);
-        }
-        ANSWERS = base as *const AtomicU64;
-    }
-}
-
-/// Forgets any answer in this session's slot: called before a read that finds the key held, an
-/// answer there may be older than what the read saw.
+/// Forgets any answer in this session's slot: called after a read that found the key held, an
+/// answer already there may be older than what the read saw.
 pub fn forget_answer() {
-    if let Some(slot) = my_answer() {
-        slot.store(0, Ordering::SeqCst);
-    }
+    answers::forget();
 }
 
 /// Whether a release answered that the key with this hash is free (since `forget_answer`).
 pub fn answered(hash: u64) -> bool {
-    my_answer().is_some_and(|slot| slot.load(Ordering::SeqCst) == hash)
+    answers::answered(hash)
 }
 
 /// The open transaction freed `key`: if sessions may be waiting for it to be free, it is read
 /// again at pre-commit (`confirm_at_pre_commit`) to answer them.
 pub fn freed(hash: u64, key: &str) {
-    if answers().is_some() && !occupancy::surely_none(Of::FreeWaits, hash) {
+    if answers::available() && !occupancy::surely_none(Of::FreeWaits, hash) {
         FREED.with(|f| f.borrow_mut().push((hash, key.to_owned())));
     }
 }
@@ -99,18 +57,14 @@ pub fn freed(hash: u64, key: &str) {
 /// holds exclusively and which `is_free` finds free are answered at commit.
 pub fn confirm_at_pre_commit(is_free: impl Fn(&str) -> bool) {
     let freed = FREED.with(|f| f.take());
-    let free: Vec<u64> = freed
-        .iter()
-        .filter(|(hash, _)| key::holds_exclusively(*hash))
-        .filter(|(_, key)| is_free(key))
-        .map(|(hash, _)| *hash)
-        .collect();
+    let free: Vec<(u64, String)> =
+        freed.into_iter().filter(|(hash, key)| key::holds_exclusively(*hash) && is_free(key)).collect();
     FREE_AT_COMMIT.with(|f| *f.borrow_mut() = free);
 }
 
-/// Whether the committed transaction found the key with this hash free at pre-commit.
-pub fn free_at_commit(hash: u64) -> bool {
-    FREE_AT_COMMIT.with(|f| f.borrow().contains(&hash))
+/// The key with this hash, if the committed transaction found it free at pre-commit.
+pub fn free_at_commit(hash: u64) -> Option<String> {
+    FREE_AT_COMMIT.with(|f| f.borrow().iter().find(|(h, _)| *h == hash).map(|(_, key)| key.clone()))
 }
 
 /// This session waits for the key to be free until dropped (or its transaction ends).
@@ -118,9 +72,10 @@ pub struct Waiting {
     hash: u64,
 }
 
-/// Starts waiting for the key with this hash to be free: counted, then its lock taken.
-pub fn start(hash: u64) -> Waiting {
-    forget_answer();
+/// Starts waiting for `key` (of this hash) to be free: published in the answer slot, counted,
+/// then its lock taken.
+pub fn start(key: &str, hash: u64) -> Waiting {
+    answers::start(key);
     occupancy::enter_as(Of::FreeWaits, hash);
     WAITING.with(|w| w.set(Some(hash)));
     tags::acquire(&tag(Space::FreeWait, hash), pg_sys::ShareLock, false, true);
@@ -150,9 +105,9 @@ pub fn end_of_transaction() {
     }
 }
 
-/// Wakes every session waiting for the key with this hash to be free; `answer`: telling them it
-/// is (only under the key lock, with the key found free: `free_at_commit`).
-pub fn wake(hash: u64, answer: bool) {
+/// Wakes every session waiting for the key with this hash to be free; `free`: the key found
+/// free under the key lock (`free_at_commit`), whose own waiters are told so.
+pub fn wake(hash: u64, free: Option<&str>) {
     if occupancy::surely_none(Of::FreeWaits, hash) {
         return;
     }
@@ -165,10 +120,9 @@ pub fn wake(hash: u64, answer: bool) {
         if holders.is_null() {
             return;
         }
-        let answers = answers().filter(|_| answer);
         for proc in version::procs_of(std::slice::from_raw_parts(holders, count.max(0) as usize)) {
-            if let Some(slot) = answers.and_then(|a| a.get(version::proc_number(proc))) {
-                slot.store(hash, Ordering::SeqCst);
+            if let Some(key) = free {
+                answers::answer(proc, key, hash);
             }
             pg_sys::SetLatch(&mut proc.procLatch);
         }

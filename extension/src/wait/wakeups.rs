@@ -50,11 +50,11 @@ pub fn at_commit() {
     CHANGED.with(|c| c.borrow_mut().take());
     for hash in FREED.with(|f| f.borrow_mut().take()) {
         queue::wake_head(hash);
-        free_waiters::wake(hash, free_waiters::free_at_commit(hash));
+        free_waiters::wake(hash, free_waiters::free_at_commit(hash).as_deref());
     }
     for hash in FORCED.with(|f| f.borrow_mut().take()) {
         queue::poke_head(hash);
-        free_waiters::wake(hash, free_waiters::free_at_commit(hash));
+        free_waiters::wake(hash, free_waiters::free_at_commit(hash).as_deref());
     }
 }
 
