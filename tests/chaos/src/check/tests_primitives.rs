@@ -341,10 +341,16 @@ fn answer(key: &str, free: bool, lb: f64, ub: f64) -> crate::history::FreeAnswer
 
 #[test]
 fn a_wait_free_answer_of_free_while_one_lease_held_the_key_throughout_is_found() {
-    let grants = [released(lease("a", "k", 1, 10.0, 20.0, Mode::Exclusive), 15.0)];
+    let mut a = released(lease("a", "k", 1, 10.0, 20.0, Mode::Exclusive), 15.0);
+    // a's worker checked its lease at 10.5: committed by then.
+    a.checks.push((10.5, true));
+    let grants = [a];
     let answers = [
-        // Asked and answered while a surely held the key: never free in between.
+        // Asked and answered while a surely held the key, committed: never free in between.
         answer("k", true, 11.0, 12.0),
+        // After the grant's answer but before a later statement of its worker: the grant may
+        // not have committed yet, and the key was free until it did.
+        answer("k", true, 10.1, 10.2),
         // Answered after a's release began: free then.
         answer("k", true, 14.0, 15.1),
         // Asked before a's grant: the key may have been free before it.
@@ -358,13 +364,24 @@ fn a_wait_free_answer_of_free_while_one_lease_held_the_key_throughout_is_found()
     free_answers(&grants, &answers, &mut out);
     assert_eq!(out.by_rule.get(&Rule::FreeWhileHeld), Some(&1), "{:?}", out.violations);
     assert!(out.violations[0].contains("asked at 11.000000"), "{:?}", out.violations);
-    assert_eq!(out.free_answers, (4, 5));
+    assert_eq!(out.free_answers, (5, 6));
 }
 
 #[test]
 fn a_reader_holding_the_key_makes_a_free_answer_wrong_too() {
-    let grants = [shared("r", 1, 10.0, 20.0, None)];
+    let mut r = shared("r", 1, 10.0, 20.0, None);
+    r.writes.push((11.0, true));
+    let grants = [r];
     let mut out = found(&grants);
     free_answers(&grants, &[answer("s", true, 12.0, 13.0)], &mut out);
     assert_eq!(out.by_rule.get(&Rule::FreeWhileHeld), Some(&1));
+}
+
+#[test]
+fn a_free_answer_beside_a_grant_never_seen_committed_is_not_judged() {
+    // The grant's worker recorded nothing after it (killed, say): when it committed is unknown.
+    let grants = [lease("a", "k", 1, 10.0, 20.0, Mode::Shared)];
+    let mut out = found(&grants);
+    free_answers(&grants, &[answer("k", true, 10.00004, 10.0002), answer("k", true, 15.0, 15.1)], &mut out);
+    assert!(out.violations.is_empty(), "{:?}", out.violations);
 }
