@@ -151,6 +151,11 @@ impl<'a> KeyState<'a> {
         KeyState::default()
     }
 
+    /// Whether nobody holds the key and no lock-delay holds it back.
+    pub fn is_free(&self) -> bool {
+        self.live.is_empty() && self.delayed_until.is_none()
+    }
+
     /// Sorts `rows` by what they are at `now`: `alive` says whether a lease is held (a TTL
     /// lease until its expiry, a session-bound one while its session lives).
     pub fn of(rows: &'a [Lease], now: Timestamp, mut alive: impl FnMut(&Lease) -> bool) -> KeyState<'a> {

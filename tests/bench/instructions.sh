@@ -37,9 +37,6 @@ env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE bash "$cluster_sh" start "$cluster" 
 bash "$cluster_sh" stop "$cluster" fast >/dev/null
 data="$(readlink -f "$cluster")/data"
 
-as_owner() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
 # Runs the statements of file $1 in a single-user backend (under valgrind if $2 names an output).
 single() {
   local sql=$1 profile=${2:-}

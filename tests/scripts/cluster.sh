@@ -17,10 +17,6 @@ cmd=${1:?usage: cluster.sh start|stop|env DIR}
 dir=${2:?usage: cluster.sh start|stop|env DIR}
 shift 2
 
-as_owner() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
 # A free port below the kernel's ephemeral range (32768-60999 by default): a port the kernel
 # hands out is soon the source port of some outgoing connection of the tests, which then holds
 # it when the server binds.

@@ -282,3 +282,15 @@ fn kinds_round_trip_through_their_codes() {
     assert_eq!(Kind::from_code(b'?'), None);
     assert_eq!(Kind::Leader.mode(), "exclusive");
 }
+
+#[test]
+fn a_key_is_free_with_no_live_lease_and_no_lock_delay() {
+    assert!(KeyState::free().is_free());
+    let held = lease("a", 1, NOW + 100);
+    assert!(!live(&[&held]).is_free(), "held");
+    let expired = Lease { lock_delay: 500, ..lease("a", 1, NOW - 100) };
+    let delayed = KeyState::of(std::slice::from_ref(&expired), NOW, |l| l.unexpired_at(NOW));
+    assert!(!delayed.is_free(), "held back by its lock-delay");
+    let later = KeyState::of(std::slice::from_ref(&expired), NOW + 400, |l| l.unexpired_at(NOW + 400));
+    assert!(later.is_free(), "the lock-delay is over");
+}

@@ -24,8 +24,7 @@ fn pre_commit() {
             return false;
         }
         let rows = spi::connect(|spi| store::read(spi, key));
-        let state = liveness::state(&rows, now());
-        state.live.is_empty() && state.delayed_until.is_none()
+        liveness::state(&rows, now()).is_free()
     });
     // 3. Last, once nothing else will write: a transaction whose only writes were releases
     //    commits without a WAL flush.

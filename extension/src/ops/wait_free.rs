@@ -10,8 +10,7 @@ use crate::pg::latch::{ensure_client_connected, sleep_until};
 use crate::pg::spi;
 use crate::pg::version::WaitEvent;
 use crate::store;
-use crate::wait::free_waiters;
-use dlock_core::lease::KeyState;
+use crate::wait::{answers, free_waiters};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
 
 /// What a look at the key found.
@@ -36,14 +35,14 @@ pub fn wait_free(key: &str, wait: Option<Micros>) -> Result<bool, DlockError> {
             Look::Held(at) => at,
         };
         // An answer already in the slot may be older than what the look saw.
-        free_waiters::forget_answer();
+        answers::forget();
         if deadline.is_some_and(|d| now() >= d) {
             return Ok(false);
         }
         sleep_until([deadline, look_again].into_iter().flatten().min(), WaitEvent::DlockLease.id());
         // Answered since the look: the key was free after it (a release found it so under its
         // key lock), no need to read it again.
-        if free_waiters::answered(hash) && !dropping::under_way() {
+        if answers::answered(hash) && !dropping::under_way() {
             return Ok(true);
         }
     }
@@ -57,16 +56,14 @@ fn look(key: &str) -> Result<Look, DlockError> {
     if let Some(mine) = state.live.iter().find(|l| held_here(l)) {
         return Err(DlockError::HeldHere { owner: mine.owner.clone() });
     }
-    Ok(match state {
-        KeyState { ref live, delayed_until: None, .. } if live.is_empty() => Look::Free,
-        // Free once every TTL lease ran out and the lock-delays after them; a session-bound
-        // lease ends with a wake-up from its session.
-        KeyState { ref live, delayed_until, .. } => {
-            let bound = live.iter().any(|l| l.is_session_bound());
-            let expiries = live.iter().map(|l| l.delay_ends()).max();
-            Look::Held(if bound { None } else { expiries.max(delayed_until) })
-        }
-    })
+    if state.is_free() {
+        return Ok(Look::Free);
+    }
+    // Free once every TTL lease ran out and the lock-delays after them; a session-bound lease
+    // ends with a wake-up from its session.
+    let bound = state.live.iter().any(|l| l.is_session_bound());
+    let expiries = state.live.iter().map(|l| l.delay_ends()).max();
+    Ok(Look::Held(if bound { None } else { expiries.max(state.delayed_until) }))
 }
 
 /// Whether this session holds `lease` itself: bound to it, or a TTL lease it took (its pid,

@@ -34,17 +34,6 @@ thread_local! {
     static FREE_AT_COMMIT: RefCell<Vec<(u64, String)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Forgets any answer in this session's slot: called after a read that found the key held, an
-/// answer already there may be older than what the read saw.
-pub fn forget_answer() {
-    answers::forget();
-}
-
-/// Whether a release answered that the key with this hash is free (since `forget_answer`).
-pub fn answered(hash: u64) -> bool {
-    answers::answered(hash)
-}
-
 /// The open transaction freed `key`: if sessions may be waiting for it to be free, it is read
 /// again at pre-commit (`confirm_at_pre_commit`) to answer them.
 pub fn freed(hash: u64, key: &str) {
