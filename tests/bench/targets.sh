@@ -186,9 +186,11 @@ fi
 
 # The cache rebuild: 1,000 clients wait for the builder's key to be free; it releases after 1 s.
 # From the start of the release to the last client's answer (server clock), each answer true.
+# Times are kept as clock_timestamp() itself: extract(epoch ...) would load the GMT zone file in
+# each of 1,000 fresh backends inside the timed window (about 10 ms of CPU on 2 cores).
 rebuild() {
   local name=$1 script=$2 take=${3:-"SELECT dlock_acquire('cache', 'builder', '1 hour')"}
-  local give=${4:-"SELECT extract(epoch FROM clock_timestamp()), dlock_release('cache', 'builder')"}
+  local give=${4:-"SELECT clock_timestamp(), dlock_release('cache', 'builder')"}
   clean
   psql_ -c "TRUNCATE rebuild_log" >/dev/null
   # The builder: one session, fed its statements as the run goes on.
@@ -212,19 +214,24 @@ rebuild() {
   released=${released%%|*}
   wait "$builder_pid" 2>/dev/null
   wait "$pgbench_pid" 2>/dev/null
-  local last done_n
-  last=$(psql_ -c "SELECT extract(epoch FROM max(at)) FROM rebuild_log")
-  done_n=$(psql_ -c "SELECT count(*) FROM rebuild_log WHERE free AND at >= to_timestamp($released)")
-  ms[$name]=$(awk -v a="$last" -v b="$released" 'BEGIN { if (a == "" || b == "") print ""; else printf "%.1f", (a - b) * 1000 }')
+  local done_n
+  done_n=$(psql_ -c "SELECT count(*) FROM rebuild_log WHERE free AND at >= '$released'")
+  ms[$name]=$(psql_ -c "SELECT round(extract(epoch FROM max(at) - '$released'::timestamptz) * 1000, 1) FROM rebuild_log")
   echo "bench: $name: $done_n clients, last one ${ms[$name]} ms after the release started"
   [ "$done_n" = 1000 ] || failures+=("$name: $done_n of 1000 clients answered true after the release")
 }
 declare -A ms
 if section rebuild; then
 echo "bench: cache rebuild"
-rebuild rebuild_wait_free rebuild_wait_free.sql
-rebuild rebuild_advisory rebuild_advisory.sql "SELECT pg_advisory_lock(99)" \
-  "SELECT extract(epoch FROM clock_timestamp()), pg_advisory_unlock(99)"
+# Three interleaved rounds of dlock and PostgreSQL's own lock, reported as medians: one round
+# moves by +-20 % on 2 cores.
+for round in 1 2 3; do
+  rebuild "rebuild_wait_free_$round" rebuild_wait_free.sql
+  rebuild "rebuild_advisory_$round" rebuild_advisory.sql "SELECT pg_advisory_lock(99)" \
+    "SELECT clock_timestamp(), pg_advisory_unlock(99)"
+done
+ms[rebuild_wait_free]=$(median "${ms[rebuild_wait_free_1]:-}" "${ms[rebuild_wait_free_2]:-}" "${ms[rebuild_wait_free_3]:-}")
+ms[rebuild_advisory]=$(median "${ms[rebuild_advisory_1]:-}" "${ms[rebuild_advisory_2]:-}" "${ms[rebuild_advisory_3]:-}")
 rebuild rebuild_serial rebuild_serial.sql
 fi
 
@@ -249,8 +256,8 @@ fi
   done
   target "1,000 parked durable waiters, % of one core" "${cpu[parked_durable]:-}" "<= 1"
   target "1,000 parked fast waiters, % of one core" "${cpu[parked_fast]:-}" "<= 1"
-  target "cache rebuild: builder's release to the last of 1,000 waiters, ms" "${ms[rebuild_wait_free]:-}" "<= 50"
-  target "cache rebuild / the same with PostgreSQL's own lock (1,000 pg_advisory_lock_shared waiters granted by one unlock)" "$(ratio "${ms[rebuild_wait_free]:-}" "${ms[rebuild_advisory]:-}")" "<= 1"
+  target "cache rebuild: builder's release to the last of 1,000 waiters, ms (median of 3)" "${ms[rebuild_wait_free]:-}" "<= 50"
+  target "cache rebuild / the same with PostgreSQL's own lock (1,000 pg_advisory_lock_shared waiters granted by one unlock; medians of 3)" "$(ratio "${ms[rebuild_wait_free]:-}" "${ms[rebuild_advisory]:-}")" "<= 1"
   for c in 8 64; do
     target "durable uncontended pair / two-statement bound, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[bound_$c]:-}")" ">= 0.9"
     target "durable uncontended pair / hand-written lock table, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[hand_$c]:-}")" ">= 1.5"
@@ -304,7 +311,9 @@ fi
   done
   echo
   printf 'Counters: %.0f pairs/s with dlock.track_stats on, %.0f off (medians of 3 interleaved runs, 8 clients).\n' "${tracked:-0}" "${untracked:-0}"
-  printf 'Cache rebuild beside it: 1,000 serial grants finished %s ms after the release; 1,000 pg_advisory_lock_shared waiters, all granted by one unlock, %s ms after it (PostgreSQL'"'"'s own lock for the same pattern).\n' "${ms[rebuild_serial]:-–}" "${ms[rebuild_advisory]:-–}"
+  printf 'Cache rebuild, three rounds: dlock_wait_free %s / %s / %s ms; 1,000 pg_advisory_lock_shared waiters, all granted by one unlock (PostgreSQL'"'"'s own lock for the same pattern), %s / %s / %s ms. Beside it, 1,000 serial grants finished %s ms after the release.\n' \
+    "${ms[rebuild_wait_free_1]:-–}" "${ms[rebuild_wait_free_2]:-–}" "${ms[rebuild_wait_free_3]:-–}" \
+    "${ms[rebuild_advisory_1]:-–}" "${ms[rebuild_advisory_2]:-–}" "${ms[rebuild_advisory_3]:-–}" "${ms[rebuild_serial]:-–}"
   if [ ${#failures[@]} -gt 0 ]; then
     echo
     echo "## Failed workloads"
