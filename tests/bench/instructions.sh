@@ -74,7 +74,10 @@ workload() {
       echo "PREPARE i(text, text) AS INSERT INTO hand_lock AS l (key, owner, expires_at) VALUES (\$1, \$2, now() + interval '30 seconds') ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE l.expires_at < now();"
       echo "PREPARE d(text, text) AS DELETE FROM hand_lock WHERE key = \$1 AND owner = \$2;"
       for ((i = 0; i < n; i++)); do echo "EXECUTE i('h$n:$i', 'o');"; echo "EXECUTE d('h$n:$i', 'o');"; done ;;
-    dlock)
+    dlock | untracked)
+      # untracked: dlock's pair with its counters off, so that their cost is a difference of
+      # counts, not of two noisy pairs/s.
+      [ "$name" = untracked ] && echo "SET dlock.track_stats = off;"
       echo "PREPARE a(text, text) AS SELECT dlock_acquire(\$1, \$2, '30 seconds');"
       echo "PREPARE r(text, text) AS SELECT dlock_release(\$1, \$2);"
       for ((i = 0; i < n; i++)); do echo "EXECUTE a('p$n:$i', 'o');"; echo "EXECUTE r('p$n:$i', 'o');"; done ;;
@@ -91,7 +94,7 @@ inclusive() {
 per_pair() { awk -v a="$1" -v b="$2" -v n=$((large - small)) 'BEGIN { printf "%.0f", (b - a) / n }'; }
 
 declare -A cost
-for name in bound hand dlock; do
+for name in bound hand dlock untracked; do
   for n in "$small" "$large"; do
     single "$(workload "$name" "$n")" "$work/$name-$n.cg"
     if grep -q "ERROR" "$work/$name-$n.cg.out"; then
@@ -104,11 +107,16 @@ for name in bound hand dlock; do
   echo "bench: $name: ${cost[$name]} instructions per pair"
 done
 
-part() { per_pair "$(inclusive "$work/dlock-$small.cg" "$1")" "$(inclusive "$work/dlock-$large.cg" "$1")"; }
+# Per pair inclusive cost of function $1 in workload ${2:-dlock}.
+part() { per_pair "$(inclusive "$work/${2:-dlock}-$small.cg" "$1")" "$(inclusive "$work/${2:-dlock}-$large.cg" "$1")"; }
 acquire=$(part dlock_acquire_wrapper)
 release=$(part dlock_release_wrapper)
 definer=$(part fmgr_security_definer)
 guc_end=$(part AtEOXact_GUC)
+# The counters' own work: counted when a call ends, added to shared memory at transaction end.
+counting() { echo $(($(part dlock::stats::count_at_commit "$1") + $(part dlock::stats::at_end "$1"))); }
+counters_on=$(counting dlock)
+counters_off=$(counting untracked)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 k() { awk -v a="$1" 'BEGIN { printf "%.1fk", a / 1000 }'; }
 
@@ -135,6 +143,10 @@ k() { awk -v a="$1" 'BEGIN { printf "%.1fk", a / 1000 }'; }
   echo "| around both calls: SECURITY DEFINER (the pinned search_path set and restored) and pgrx's error guard | $(k "$((definer - acquire - release))") |"
   echo "| GUC restores at call and transaction ends (AtEOXact_GUC; included above for the calls) | $(k "$guc_end") |"
   echo "| everything else (protocol, executor start and end, two commits) | $(k "$((cost[dlock] - definer))") |"
+  echo
+  echo "Counters (\`dlock.track_stats\`): their own functions cost $(k "$counters_on") per pair on, $(k "$counters_off") off:"
+  echo "$(k "$((counters_on - counters_off))") per pair, $(awk -v a="$((counters_on - counters_off))" -v b="${cost[untracked]}" 'BEGIN { printf "%.1f", a * 100 / b }') % of the pair with them off ($(k "${cost[untracked]}"); on, $(k "${cost[dlock]}"): the sweep's"
+  echo "one grant in eight moves the totals by more than that)."
 } >"$report"
 cp "$work"/*.cg "$out/"
 cat "$report"
