@@ -64,6 +64,7 @@ on_both_clusters!(
     handoff_on_expiry_comes_right_after_the_old_expires_at,
     a_shortened_renew_wakes_the_head,
     waiters_count_is_exact,
+    a_head_granted_in_a_transaction_block_is_no_waiter,
     a_session_bound_waiter_gets_a_lease_bound_to_its_own_session,
     a_prepared_hand_off_is_refused_and_the_key_still_passes_on,
     a_wait_undone_by_a_savepoint_leaves_its_queue,
@@ -703,6 +704,38 @@ async fn waiters_count_is_exact(cluster: &Cluster) {
     assert_eq!((row.fence, row.holder_pid), (granted, Some(pids[1])));
     assert_eq!(row.waiters, 4, "after the head was granted");
     assert!(waiters.iter().flatten().all(|w| !w.is_finished()), "the other four still wait");
+}
+
+/// A head granted inside a transaction block keeps its queue lock until the block ends, but it
+/// holds the key and waits no more: `dlock_locks.waiters`, as the head sees it in its block (its
+/// own lease not yet committed), counts only the session behind it; so does everyone's after.
+async fn a_head_granted_in_a_transaction_block_is_no_waiter(cluster: &Cluster) {
+    const T: &str = "a_head_granted_in_a_transaction_block_is_no_waiter";
+    let (holder, observer) = (cluster.connect().await, cluster.connect().await);
+    let (k, o) = (key(T, "k"), owner(T, "holder"));
+    let held = holder.try_acquire(&k, &o, "30s").await.unwrap().unwrap();
+    let head = cluster.connect().await;
+    let head_pid = head.pid();
+    head.batch_execute("BEGIN").await.unwrap();
+    let head = head.spawn_acquire(&k, &owner(T, "head"), Some("30s"), Some("30s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    let behind = cluster.connect().await.spawn_acquire(&k, &owner(T, "behind"), Some("30s"), Some("30s"));
+    wait_for_waiters(&observer, &k, 2).await;
+
+    assert!(holder.release(&k, &o).await.unwrap());
+    let attempt = finish(head, LIMIT, "the head, in its transaction block").await;
+    let granted = attempt.result.unwrap().expect("the head is granted");
+    assert!(granted > held);
+    assert!(observer.lease(&k).await.unwrap().is_none(), "the head's grant is not committed yet");
+    let row = attempt.session.lease(&k).await.unwrap().expect("the head sees its own lease");
+    assert_eq!((row.fence, row.holder_pid), (granted, Some(head_pid)));
+    assert_eq!(row.waiters, 1, "the session behind, not the head in its block");
+    attempt.session.batch_execute("COMMIT").await.unwrap();
+    let row = observer.lease(&k).await.unwrap().expect("held by the head");
+    assert_eq!((row.fence, row.holder_pid), (granted, Some(head_pid)));
+    assert_eq!(row.waiters, 1, "the session behind");
+    assert!(!behind.is_finished(), "the session behind still waits");
+    behind.abort();
 }
 
 /// A waiter asking for a session-bound lease is never handed one by the releaser (the binding

@@ -14,24 +14,37 @@ mod dlock_internal {
     use dlock_core::key::key_hash;
     use dlock_core::lease::Lease;
     use pgrx::prelude::*;
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
 
     /// (key, lease, waiters) of every live lease, in key order, as `viewer` may see them (owners
-    /// of other roles' leases masked unless the viewer is an administrator).
+    /// of other roles' leases masked unless the viewer is an administrator). A key's waiters are
+    /// the sessions in its queue, less those holding one of its live leases: a head granted
+    /// inside a transaction block keeps its place until the block ends, but waits no more.
     fn live_leases(viewer: u32) -> Vec<(String, Lease, i32)> {
         let sees_all = role::is_admin(viewer);
         spi::connect(|spi| {
-            let waiters: HashMap<u64, i32> =
-                store::waiters(spi, database(), Space::Queue as u16).into_iter().collect();
+            let mut queued: HashMap<u64, Vec<Option<i32>>> = HashMap::new();
+            for (hash, pid) in store::waiters(spi, database(), Space::Queue as u16) {
+                queued.entry(hash).or_default().push(pid);
+            }
             let now = now();
-            store::all(spi)
-                .into_iter()
-                .filter(|(_, l)| is_live(l, now))
-                .map(|(key, mut l)| {
+            let live: Vec<(String, Lease)> =
+                store::all(spi).into_iter().filter(|(_, l)| is_live(l, now)).collect();
+            let mut holders: HashMap<&str, HashSet<i32>> = HashMap::new();
+            for (key, l) in &live {
+                holders.entry(key.as_str()).or_default().insert(l.holder_pid);
+            }
+            let waiting = |key: &str| {
+                let queue = queued.get(&key_hash(key)).map(Vec::as_slice).unwrap_or_default();
+                queue.iter().filter(|pid| pid.is_none_or(|pid| !holders[key].contains(&pid))).count() as i32
+            };
+            let counts: Vec<i32> = live.iter().map(|(key, _)| waiting(key)).collect();
+            live.into_iter()
+                .zip(counts)
+                .map(|((key, mut l), waiting)| {
                     if !sees_all && l.role != viewer {
                         l.owner.clear();
                     }
-                    let waiting = waiters.get(&key_hash(&key)).copied().unwrap_or(0);
                     (key, l, waiting)
                 })
                 .collect()
