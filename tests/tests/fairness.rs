@@ -65,6 +65,7 @@ on_both_clusters!(
     a_shortened_renew_wakes_the_head,
     waiters_count_is_exact,
     a_head_granted_in_a_transaction_block_is_no_waiter,
+    a_newcomer_behind_a_queue_reads_only_its_own_index_entries,
     a_session_bound_waiter_gets_a_lease_bound_to_its_own_session,
     a_prepared_hand_off_is_refused_and_the_key_still_passes_on,
     a_wait_undone_by_a_savepoint_leaves_its_queue,
@@ -736,6 +737,67 @@ async fn a_head_granted_in_a_transaction_block_is_no_waiter(cluster: &Cluster) {
     assert_eq!(row.waiters, 1, "the session behind");
     assert!(!behind.is_finished(), "the session behind still waits");
     behind.abort();
+}
+
+/// On a hot key, every hand-off leaves a dead row and index entry that the waiters' snapshots
+/// keep until they move on. A newcomer that finds others in line reads only its own entries
+/// (to see whether it reenters), never the key's dead ones; a look at the whole key reads them
+/// all. Preloaded, a release that hands the key to the head reads only the two owners' entries.
+/// Counted by the index's returned tuples in the caller's transaction.
+async fn a_newcomer_behind_a_queue_reads_only_its_own_index_entries(cluster: &Cluster) {
+    const T: &str = "a_newcomer_behind_a_queue_reads_only_its_own_index_entries";
+    const DEAD: i64 = 40;
+    let (s, observer, pin) = (cluster.connect().await, cluster.connect().await, cluster.connect().await);
+    let k = key(T, "k");
+    // An old snapshot keeps every row the cycles below delete.
+    pin.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").await.unwrap();
+    for i in 0..DEAD {
+        let o = owner(T, &format!("cycle{i}"));
+        s.try_acquire(&k, &o, "30s").await.unwrap().expect("free");
+        assert!(s.release(&k, &o).await.unwrap());
+    }
+    let o = owner(T, "holder");
+    s.try_acquire(&k, &o, "30s").await.unwrap().expect("free");
+    let waiter = cluster.connect().await.spawn_acquire(&k, &owner(T, "waiter"), Some("30s"), Some("30s"));
+    wait_for_waiters(&observer, &k, 1).await;
+
+    let newcomer = cluster.connect().await;
+    // Index entries the statement's scans returned: the counts not yet sent to the statistics,
+    // before and after it, in one transaction (none are sent in between).
+    let returned = |sql: &'static str| {
+        let (newcomer, k) = (&newcomer, k.clone());
+        async move {
+            const COUNT: &str =
+                "SELECT pg_stat_get_xact_tuples_returned('dlock_internal.lease_pkey'::regclass)";
+            newcomer.batch_execute("BEGIN").await.unwrap();
+            let before: i64 = newcomer.query_one(COUNT, &[]).await.unwrap().get(0);
+            newcomer.query(sql, &[&k, &owner(T, "newcomer")]).await.unwrap();
+            let after: i64 = newcomer.query_one(COUNT, &[]).await.unwrap().get(0);
+            newcomer.batch_execute("COMMIT").await.unwrap();
+            after - before
+        }
+    };
+    let whole_key = returned("SELECT dlock_wait_free($1, '0') OR $2 = ''").await;
+    assert!(whole_key > DEAD, "a look at the whole key reads its {DEAD} dead entries too: {whole_key}");
+    let behind = returned("SELECT dlock_acquire($1, $2, '30 seconds', '0')").await;
+    assert!(behind <= 1, "a newcomer behind the queue read {behind} index entries");
+    assert!(!waiter.is_finished(), "the waiter still waits");
+    if preloaded(&s).await {
+        // The release hands the key to the head in its own transaction: it reads the holder's
+        // entries and the head's, not the key's dead ones.
+        const COUNT: &str = "SELECT pg_stat_get_xact_tuples_returned('dlock_internal.lease_pkey'::regclass)";
+        s.batch_execute("BEGIN").await.unwrap();
+        let before: i64 = s.query_one(COUNT, &[]).await.unwrap().get(0);
+        assert!(s.release(&k, &o).await.unwrap());
+        let after: i64 = s.query_one(COUNT, &[]).await.unwrap().get(0);
+        s.batch_execute("COMMIT").await.unwrap();
+        assert!(after - before <= 2, "a release with its hand-off read {} index entries", after - before);
+    } else {
+        assert!(s.release(&k, &o).await.unwrap());
+    }
+    let granted = finish(waiter, LIMIT, "the waiter").await.result.unwrap().expect("granted");
+    assert_eq!(observer.lease(&k).await.unwrap().expect("held").fence, granted);
+    pin.batch_execute("COMMIT").await.unwrap();
 }
 
 /// A waiter asking for a session-bound lease is never handed one by the releaser (the binding

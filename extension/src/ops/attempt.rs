@@ -102,10 +102,11 @@ pub fn acquire(
     })
 }
 
-/// Whether `caller` holds a live lease of `key` (any mode), by a look without the key lock.
+/// Whether `caller` holds a live lease of `key` (any mode), by a look at its own row without
+/// the key lock.
 pub fn holds_own(key: &str, caller: &Caller) -> bool {
     let now = now();
-    let rows = spi::connect(|spi| store::read(spi, key));
+    let rows = spi::connect(|spi| store::read_own(spi, key, caller.owner));
     liveness::state(&rows, now).of_owner(caller.owner).is_some()
 }
 

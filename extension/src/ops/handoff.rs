@@ -48,8 +48,7 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
         lock_delay: asked.lock_delay,
         info: None,
     };
-    // The key usually has no row left now: the one-statement grant, straight to the table.
-    let fence = store::try_grant(spi, &new).unwrap_or_else(|| store::grant(spi, &new));
+    let fence = store::grant(spi, &new);
     stats::count_at_commit(Counter::Grants);
     slots::offer(ticket, fence);
 }

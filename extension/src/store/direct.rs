@@ -242,11 +242,11 @@ impl Pages {
     }
 }
 
-/// Every row of `key`, in fence order (as `statements::read`).
-pub fn read(key: &str) -> Result<Vec<Lease>, Fallback> {
+/// Every row of `key` (of `owner` only, if given), in fence order (as `statements::read`).
+pub fn read(key: &str, owner: Option<&str>) -> Result<Vec<Lease>, Fallback> {
     let table = Table::open()?;
     let mut rows = Vec::new();
-    table.scan(key, None, |slot| {
+    table.scan(key, owner, |slot| {
         if let Some(slot) = slot {
             rows.push(lease_of(slot));
         }
@@ -283,10 +283,23 @@ fn lease_of(slot: *mut pg_sys::TupleTableSlot) -> Lease {
     }
 }
 
-/// Inserts a new lease if the key has no row; its fence, or `None` when there is a row.
-pub fn try_insert(new: &NewLease) -> Result<Option<i64>, Fallback> {
+/// Which rows stop `try_insert`.
+pub enum Unless {
+    /// Any row of the key: the insert is the grant's decision (a key with no row is free).
+    KeyHasRows,
+    /// A row of the new lease's owner (SQL replaces it): the caller decided the grant. This
+    /// reads the owner's index entries only, not every dead one a hot key's hand-offs left.
+    OwnerHasRow,
+}
+
+/// Inserts a new lease unless rows stop it; its fence, or `None` when one does.
+pub fn try_insert(new: &NewLease, unless: Unless) -> Result<Option<i64>, Fallback> {
     let table = Table::open()?;
-    let taken = table.with_row(new.key, None, |row| row.is_some());
+    let owner = match unless {
+        Unless::KeyHasRows => None,
+        Unless::OwnerHasRow => Some(new.owner),
+    };
+    let taken = table.with_row(new.key, owner, |row| row.is_some());
     if taken {
         table.close();
         return Ok(None);

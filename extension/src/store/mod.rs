@@ -16,18 +16,37 @@ use dlock_core::lease::Kind;
 
 pub use row::NewLease;
 pub use statements::{
-    all, decrement, delete, grant, keys_of_owner, leaders, reenter, session_bound_keys, set_expiry, waiters,
+    all, decrement, delete, keys_of_owner, leaders, reenter, session_bound_keys, set_expiry, waiters,
 };
 
 /// Every row of `key`, in fence order: directly from the table when it can, else by SQL.
 pub fn read(spi: &Spi, key: &str) -> Vec<dlock_core::lease::Lease> {
-    direct::read(key).unwrap_or_else(|direct::Fallback| statements::read(spi, key))
+    direct::read(key, None).unwrap_or_else(|direct::Fallback| statements::read(spi, key))
+}
+
+/// The rows of `key` that `owner` holds (at most one). On a hot key this reads only the owner's
+/// index entries, not the dead ones every hand-off leaves until the waiters' snapshots let them
+/// go.
+pub fn read_own(spi: &Spi, key: &str, owner: &str) -> Vec<dlock_core::lease::Lease> {
+    direct::read(key, Some(owner)).unwrap_or_else(|direct::Fallback| {
+        statements::read(spi, key).into_iter().filter(|l| l.owner == owner).collect()
+    })
 }
 
 /// Writes a new lease if its key has no row; the fence, or `None` when there is one. Directly
 /// on the table when it can, else by SQL.
 pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
-    direct::try_insert(new).unwrap_or_else(|direct::Fallback| statements::try_grant(spi, new))
+    direct::try_insert(new, direct::Unless::KeyHasRows)
+        .unwrap_or_else(|direct::Fallback| statements::try_grant(spi, new))
+}
+
+/// Writes a lease the caller decided to grant (other owners' rows, if any, stay as they are);
+/// its fence. Straight to the table unless a row of the same owner is to be replaced.
+pub fn grant(spi: &Spi, new: &NewLease) -> i64 {
+    match direct::try_insert(new, direct::Unless::OwnerHasRow) {
+        Ok(Some(fence)) => fence,
+        Ok(None) | Err(direct::Fallback) => statements::grant(spi, new),
+    }
 }
 
 /// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it (and it is of
