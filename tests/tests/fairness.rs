@@ -65,6 +65,7 @@ on_both_clusters!(
     a_shortened_renew_wakes_the_head,
     waiters_count_is_exact,
     a_head_granted_in_a_transaction_block_is_no_waiter,
+    a_session_waiting_for_a_key_it_took_under_another_owner_is_a_waiter,
     a_newcomer_behind_a_queue_reads_only_its_own_index_entries,
     a_session_bound_waiter_gets_a_lease_bound_to_its_own_session,
     a_prepared_hand_off_is_refused_and_the_key_still_passes_on,
@@ -737,6 +738,22 @@ async fn a_head_granted_in_a_transaction_block_is_no_waiter(cluster: &Cluster) {
     assert_eq!(row.waiters, 1, "the session behind");
     assert!(!behind.is_finished(), "the session behind still waits");
     behind.abort();
+}
+
+/// A session can hold a TTL lease under one owner and wait for the same key under another (a
+/// pooled server connection does, serving two clients): `dlock_locks.waiters` counts that wait.
+async fn a_session_waiting_for_a_key_it_took_under_another_owner_is_a_waiter(cluster: &Cluster) {
+    const T: &str = "a_session_waiting_for_a_key_it_took_under_another_owner_is_a_waiter";
+    let (s, observer) = (cluster.connect().await, cluster.connect().await);
+    let k = key(T, "k");
+    let fence = s.try_acquire(&k, &owner(T, "a"), "30s").await.unwrap().expect("free");
+    let wait = s.spawn_acquire(&k, &owner(T, "b"), Some("30s"), Some("2s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    let row = observer.lease(&k).await.unwrap().expect("held");
+    assert_eq!((row.fence, row.waiters), (fence, 1));
+    let attempt = finish(wait, LIMIT, "the wait under the second owner").await;
+    assert_eq!(attempt.result.unwrap(), None, "a's lease outlives the wait");
+    assert_eq!(observer.lease(&k).await.unwrap().expect("still held").waiters, 0);
 }
 
 /// On a hot key, every hand-off leaves a dead row and index entry that the waiters' snapshots

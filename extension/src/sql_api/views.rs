@@ -7,44 +7,38 @@ use pgrx::prelude::*;
 mod dlock_internal {
     use crate::locks::liveness::is_live;
     use crate::locks::tags::Space;
-    use crate::pg::backend::{database, now};
+    use crate::pg::backend::{database, my_pid, now};
     use crate::pg::{role, spi};
     use crate::sql_api::convert::timestamptz;
     use crate::store;
     use dlock_core::key::key_hash;
     use dlock_core::lease::Lease;
     use pgrx::prelude::*;
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashMap;
 
     /// (key, lease, waiters) of every live lease, in key order, as `viewer` may see them (owners
     /// of other roles' leases masked unless the viewer is an administrator). A key's waiters are
-    /// the sessions in its queue, less those holding one of its live leases: a head granted
-    /// inside a transaction block keeps its place until the block ends, but waits no more.
+    /// the sessions in its queue, less this one: running this query, it waits for nothing, so a
+    /// queue lock it holds is a grant of its open transaction (the head keeps its place until
+    /// its transaction ends). Another session's such grant is not visible to us yet.
     fn live_leases(viewer: u32) -> Vec<(String, Lease, i32)> {
         let sees_all = role::is_admin(viewer);
         spi::connect(|spi| {
-            let mut queued: HashMap<u64, Vec<Option<i32>>> = HashMap::new();
+            let mut waiters: HashMap<u64, i32> = HashMap::new();
             for (hash, pid) in store::waiters(spi, database(), Space::Queue as u16) {
-                queued.entry(hash).or_default().push(pid);
+                if pid != Some(my_pid()) {
+                    *waiters.entry(hash).or_default() += 1;
+                }
             }
             let now = now();
-            let live: Vec<(String, Lease)> =
-                store::all(spi).into_iter().filter(|(_, l)| is_live(l, now)).collect();
-            let mut holders: HashMap<&str, HashSet<i32>> = HashMap::new();
-            for (key, l) in &live {
-                holders.entry(key.as_str()).or_default().insert(l.holder_pid);
-            }
-            let waiting = |key: &str| {
-                let queue = queued.get(&key_hash(key)).map(Vec::as_slice).unwrap_or_default();
-                queue.iter().filter(|pid| pid.is_none_or(|pid| !holders[key].contains(&pid))).count() as i32
-            };
-            let counts: Vec<i32> = live.iter().map(|(key, _)| waiting(key)).collect();
-            live.into_iter()
-                .zip(counts)
-                .map(|((key, mut l), waiting)| {
+            store::all(spi)
+                .into_iter()
+                .filter(|(_, l)| is_live(l, now))
+                .map(|(key, mut l)| {
                     if !sees_all && l.role != viewer {
                         l.owner.clear();
                     }
+                    let waiting = waiters.get(&key_hash(&key)).copied().unwrap_or(0);
                     (key, l, waiting)
                 })
                 .collect()
