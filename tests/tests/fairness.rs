@@ -779,20 +779,9 @@ async fn a_newcomer_behind_a_queue_reads_only_its_own_index_entries(cluster: &Cl
     wait_for_waiters(&observer, &k, 1).await;
 
     let newcomer = cluster.connect().await;
-    // Index entries the statement's scans returned: the counts not yet sent to the statistics,
-    // before and after it, in one transaction (none are sent in between).
     let returned = |sql: &'static str| {
         let (newcomer, k) = (&newcomer, k.clone());
-        async move {
-            const COUNT: &str =
-                "SELECT pg_stat_get_xact_tuples_returned('dlock_internal.lease_pkey'::regclass)";
-            newcomer.batch_execute("BEGIN").await.unwrap();
-            let before: i64 = newcomer.query_one(COUNT, &[]).await.unwrap().get(0);
-            newcomer.query(sql, &[&k, &owner(T, "newcomer")]).await.unwrap();
-            let after: i64 = newcomer.query_one(COUNT, &[]).await.unwrap().get(0);
-            newcomer.batch_execute("COMMIT").await.unwrap();
-            after - before
-        }
+        async move { pkey_entries_read(newcomer, sql, &[&k, &owner(T, "newcomer")]).await.1 }
     };
     let whole_key = returned("SELECT dlock_wait_free($1, '0') OR $2 = ''").await;
     assert!(whole_key > DEAD, "a look at the whole key reads its {DEAD} dead entries too: {whole_key}");
@@ -802,19 +791,32 @@ async fn a_newcomer_behind_a_queue_reads_only_its_own_index_entries(cluster: &Cl
     if preloaded(&s).await {
         // The release hands the key to the head in its own transaction: it reads the holder's
         // entries and the head's, not the key's dead ones.
-        const COUNT: &str = "SELECT pg_stat_get_xact_tuples_returned('dlock_internal.lease_pkey'::regclass)";
-        s.batch_execute("BEGIN").await.unwrap();
-        let before: i64 = s.query_one(COUNT, &[]).await.unwrap().get(0);
-        assert!(s.release(&k, &o).await.unwrap());
-        let after: i64 = s.query_one(COUNT, &[]).await.unwrap().get(0);
-        s.batch_execute("COMMIT").await.unwrap();
-        assert!(after - before <= 2, "a release with its hand-off read {} index entries", after - before);
+        let (rows, read) = pkey_entries_read(&s, "SELECT dlock_release($1, $2)", &[&k, &o]).await;
+        assert!(rows[0].get::<_, bool>(0));
+        assert!(read <= 2, "a release with its hand-off read {read} index entries");
     } else {
         assert!(s.release(&k, &o).await.unwrap());
     }
     let granted = finish(waiter, LIMIT, "the waiter").await.result.unwrap().expect("granted");
     assert_eq!(observer.lease(&k).await.unwrap().expect("held").fence, granted);
     pin.batch_execute("COMMIT").await.unwrap();
+}
+
+/// Runs `sql` in a transaction of its own: its rows, and the lease table's primary-key entries
+/// its scans returned (the counts not yet sent to the statistics, before and after it; none are
+/// sent within a transaction).
+async fn pkey_entries_read(
+    session: &Session,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> (Vec<tokio_postgres::Row>, i64) {
+    const COUNT: &str = "SELECT pg_stat_get_xact_tuples_returned('dlock_internal.lease_pkey'::regclass)";
+    session.batch_execute("BEGIN").await.unwrap();
+    let before: i64 = session.query_one(COUNT, &[]).await.unwrap().get(0);
+    let rows = session.query(sql, params).await.unwrap();
+    let after: i64 = session.query_one(COUNT, &[]).await.unwrap().get(0);
+    session.batch_execute("COMMIT").await.unwrap();
+    (rows, after - before)
 }
 
 /// A waiter asking for a session-bound lease is never handed one by the releaser (the binding

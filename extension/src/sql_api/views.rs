@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 mod dlock_internal {
     use crate::locks::liveness::is_live;
     use crate::locks::tags::Space;
-    use crate::pg::backend::{database, my_pid, now};
+    use crate::pg::backend::{database, now};
     use crate::pg::{role, spi};
     use crate::sql_api::convert::timestamptz;
     use crate::store;
@@ -24,12 +24,8 @@ mod dlock_internal {
     fn live_leases(viewer: u32) -> Vec<(String, Lease, i32)> {
         let sees_all = role::is_admin(viewer);
         spi::connect(|spi| {
-            let mut waiters: HashMap<u64, i32> = HashMap::new();
-            for (hash, pid) in store::waiters(spi, database(), Space::Queue as u16) {
-                if pid != Some(my_pid()) {
-                    *waiters.entry(hash).or_default() += 1;
-                }
-            }
+            let waiters: HashMap<u64, i32> =
+                store::waiters(spi, database(), Space::Queue as u16).into_iter().collect();
             let now = now();
             store::all(spi)
                 .into_iter()

@@ -201,9 +201,10 @@ fn shaped(current: &'static Statement, release_010: &'static Statement) -> &'sta
 }
 
 static WAITERS: Statement = Statement {
-    sql: "SELECT (classid::pg_catalog.int8 << 32) | objid::pg_catalog.int8, pid \
+    sql: "SELECT (classid::pg_catalog.int8 << 32) | objid::pg_catalog.int8, pg_catalog.count(*)::pg_catalog.int4 \
           FROM pg_catalog.pg_locks \
-          WHERE locktype = 'advisory' AND database = $1 AND objsubid = $2",
+          WHERE locktype = 'advisory' AND database = $1 AND objsubid = $2 \
+            AND pid IS DISTINCT FROM pg_catalog.pg_backend_pid() GROUP BY 1",
     args: &[OID, pg_sys::INT2OID],
 };
 
@@ -384,11 +385,11 @@ pub fn all(spi: &Spi) -> Vec<(String, Lease)> {
     })
 }
 
-/// The sessions in queues in this database, as (key hash, pid): holders and waiters of queue
-/// locks (a prepared transaction's lock has no pid).
-pub fn waiters(spi: &Spi, database: Oid, space: u16) -> Vec<(u64, Option<i32>)> {
+/// Sessions in queues per key hash in this database, this one left out: holders and waiters of
+/// queue locks (a prepared transaction's lock, which has no pid, counts).
+pub fn waiters(spi: &Spi, database: Oid, space: u16) -> Vec<(u64, i32)> {
     spi.query(&WAITERS, &[arg(database), arg(space as i16)], |row| {
-        (required::<i64>(row, 1, "waiters' key") as u64, row.get::<i32>(2))
+        (required::<i64>(row, 1, "waiters' key") as u64, required::<i32>(row, 2, "waiters"))
     })
 }
 

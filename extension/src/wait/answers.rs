@@ -34,9 +34,7 @@ impl Slot {
         fence(Ordering::Release);
         self.key_len.store(key.len() as u64, Ordering::Relaxed);
         for (word, chunk) in self.key.iter().zip(key.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+            word.store(packed(chunk), Ordering::Relaxed);
         }
         self.sequence.store(sequence.wrapping_add(2), Ordering::Release);
     }
@@ -48,15 +46,22 @@ impl Slot {
             return false;
         }
         let same = self.key_len.load(Ordering::Relaxed) == key.len() as u64
-            && self.key.iter().zip(key.chunks(8)).all(|(word, chunk)| {
-                let mut bytes = [0u8; 8];
-                bytes[..chunk.len()].copy_from_slice(chunk);
-                word.load(Ordering::Relaxed) == u64::from_ne_bytes(bytes)
-            });
+            && self
+                .key
+                .iter()
+                .zip(key.chunks(8))
+                .all(|(word, chunk)| word.load(Ordering::Relaxed) == packed(chunk));
         // The words are read before the count is read again.
         fence(Ordering::Acquire);
         same && self.sequence.load(Ordering::Relaxed) == before
     }
+}
+
+/// Up to 8 bytes of a key as one word, zero-padded.
+fn packed(chunk: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes[..chunk.len()].copy_from_slice(chunk);
+    u64::from_ne_bytes(bytes)
 }
 
 /// The slots, one per proc number below MaxBackends (null without preload).
