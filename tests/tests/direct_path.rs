@@ -1,7 +1,8 @@
-//! The lock cycle's two hot statements run directly on the lease table (`extension/src/heap.rs`)
-//! only while the table is exactly as dlock created it: an index added by a DBA sends them back
-//! to SQL, which keeps that index up to date too. Each session looks the table up once and
-//! forgets it when it changes (an index added, the extension dropped and created again).
+//! The lock cycle's two hot statements run directly on the lease table
+//! (`extension/src/store/direct.rs`) only while the table is exactly as dlock created it: an
+//! index added by a DBA sends them back to SQL, which keeps that index up to date too. Each
+//! session looks the table up once and forgets it when it changes (an index added, the extension
+//! dropped and created again).
 
 use dlock_tests::{Cluster, key, owner};
 
@@ -64,4 +65,52 @@ async fn a_session_follows_the_extension_dropped_and_created_again() {
     assert_eq!((row.owner.as_deref(), row.fence), (Some(o.as_str()), fence));
     assert!(s.release(&k, &o).await.unwrap());
     assert_eq!(admin.lease(&k).await.unwrap(), None, "released from the new table");
+}
+
+/// The direct path opens the partial index of session-bound rows only to insert one of those
+/// (a TTL row is outside its predicate; a release deletes the heap tuple only). Both indexes
+/// must still hold every row: amcheck's `heapallindexed` check finds a row missing from either.
+#[tokio::test]
+async fn both_indexes_hold_every_row_the_direct_path_writes() {
+    const T: &str = "both_indexes_hold_every_row_the_direct_path_writes";
+    let cluster = Cluster::start_new("direct-path-indexes", &[]);
+    let s = cluster.connect().await;
+    let mut session_bound = Vec::new();
+    for i in 0..40 {
+        let (k, o) = (key(T, &format!("k{i}")), owner(T, &format!("o{i}")));
+        let ttl = (i % 2 == 0).then_some("30s");
+        s.acquire(&k, &o, ttl, Some("0")).await.unwrap().expect("granted");
+        if i % 4 < 2 {
+            assert!(s.release(&k, &o).await.unwrap());
+        } else if ttl.is_none() {
+            session_bound.push(k);
+        }
+    }
+    s.batch_execute("CREATE EXTENSION amcheck").await.unwrap();
+    for index in ["dlock_internal.lease_pkey", "dlock_internal.lease_session_bound"] {
+        // Raises an error naming the heap tuple that lacks its index entry.
+        s.batch_execute(&format!("SELECT bt_index_check('{index}', true)")).await.unwrap_or_else(|e| {
+            panic!("{index}: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()))
+        });
+    }
+    // And a read through the partial index finds exactly the session-bound leases still held.
+    s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").await.unwrap();
+    let plan: String = s
+        .query("EXPLAIN SELECT key FROM dlock_internal.lease WHERE expires_at = 'infinity'", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect();
+    assert!(plan.contains("lease_session_bound"), "the query uses the partial index: {plan}");
+    let mut keys: Vec<String> = s
+        .query("SELECT key FROM dlock_internal.lease WHERE expires_at = 'infinity' ORDER BY key", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    keys.retain(|k| k.starts_with(&key(T, "")));
+    session_bound.sort();
+    assert_eq!(keys, session_bound);
 }

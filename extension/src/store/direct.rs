@@ -29,11 +29,14 @@ const COLUMNS: usize = row::COLUMNS.len();
 /// The direct path does not apply; use the SQL statement.
 pub struct Fallback;
 
-/// The lease table and its two indexes, opened for writing until the transaction ends.
+/// The lease table and its indexes, opened for writing until the transaction ends.
 struct Table {
     rel: pg_sys::Relation,
     pkey: pg_sys::Relation,
-    session_bound: pg_sys::Relation,
+    /// The partial index of session-bound rows, opened only to insert one. Nothing else
+    /// touches it: a read scans the primary key, a delete leaves index entries to vacuum, and a
+    /// TTL row is outside its predicate.
+    session_bound: Option<pg_sys::Relation>,
     sequence: Oid,
 }
 
@@ -46,7 +49,7 @@ impl Table {
     /// Opens the table if it is exactly as dlock created it (its columns, and two indexes,
     /// ours), in a transaction that may write (a read-only one gets the executor's 25006 from
     /// SQL).
-    fn open() -> Result<Table, Fallback> {
+    fn open(session_bound_row: bool) -> Result<Table, Fallback> {
         // SAFETY: catalog lookups and relation opens inside a transaction; locks are kept
         // until it ends, as the executor keeps them.
         unsafe {
@@ -69,7 +72,8 @@ impl Table {
             Ok(Table {
                 rel,
                 pkey: pg_sys::index_open(pkey, pg_sys::RowExclusiveLock as i32),
-                session_bound: pg_sys::index_open(session_bound, pg_sys::RowExclusiveLock as i32),
+                session_bound: session_bound_row
+                    .then(|| pg_sys::index_open(session_bound, pg_sys::RowExclusiveLock as i32)),
                 sequence,
             })
         }
@@ -141,7 +145,9 @@ impl Table {
     fn close(self) {
         // SAFETY: closes what `open` opened; the locks stay until the transaction ends.
         unsafe {
-            pg_sys::index_close(self.session_bound, pg_sys::NoLock as i32);
+            if let Some(session_bound) = self.session_bound {
+                pg_sys::index_close(session_bound, pg_sys::NoLock as i32);
+            }
             pg_sys::index_close(self.pkey, pg_sys::NoLock as i32);
             pg_sys::table_close(self.rel, pg_sys::NoLock as i32);
         }
@@ -244,7 +250,7 @@ impl Pages {
 
 /// Every row of `key` (of `owner` only, if given), in fence order (as `statements::read`).
 pub fn read(key: &str, owner: Option<&str>) -> Result<Vec<Lease>, Fallback> {
-    let table = Table::open()?;
+    let table = Table::open(false)?;
     let mut rows = Vec::new();
     table.scan(key, owner, |slot| {
         if let Some(slot) = slot {
@@ -294,7 +300,7 @@ pub enum Unless {
 
 /// Inserts a new lease unless rows stop it; its fence, or `None` when one does.
 pub fn try_insert(new: &NewLease, unless: Unless) -> Result<Option<i64>, Fallback> {
-    let table = Table::open()?;
+    let table = Table::open(new.expires_at == INFINITY)?;
     let owner = match unless {
         Unless::KeyHasRows => None,
         Unless::OwnerHasRow => Some(new.owner),
@@ -347,9 +353,10 @@ pub fn try_insert(new: &NewLease, unless: Unless) -> Result<Option<i64>, Fallbac
                 );
             };
         insert(table.pkey, &mut [key, owner], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES);
-        // The partial index holds session-bound rows only (`WHERE expires_at = 'infinity'`).
-        if new.expires_at == INFINITY {
-            insert(table.session_bound, &mut [key], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO);
+        // The partial index holds session-bound rows only (`WHERE expires_at = 'infinity'`):
+        // opened for one of those.
+        if let Some(session_bound) = table.session_bound {
+            insert(session_bound, &mut [key], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO);
         }
         pg_sys::CommandCounterIncrement();
         fence
@@ -367,7 +374,7 @@ pub fn delete_last_hold(
     now: Timestamp,
     only: Option<Kind>,
 ) -> Result<Option<Kind>, Fallback> {
-    let table = Table::open()?;
+    let table = Table::open(false)?;
     let deleted = table.with_row(key, Some(owner), |row| {
         let slot = row?;
         let expires_at: Option<i64> = column(slot, EXPIRES_AT);
