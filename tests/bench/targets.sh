@@ -89,6 +89,11 @@ clean() {
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || b == 0) print ""; else printf "%.2f", a / b }'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+# of_rounds ARRAY NAME: ARRAY[NAME] becomes the median of ARRAY[NAME_1], [NAME_2] and [NAME_3].
+of_rounds() {
+  local -n of=$1
+  of[$2]=$(median "${of[${2}_1]:-}" "${of[${2}_2]:-}" "${of[${2}_3]:-}")
+}
 
 rows=()
 # target description, measured ratio, bar (>= x or <= x)
@@ -133,7 +138,7 @@ for round in 1 2 3; do
 done
 for c in 8 32 128; do
   for w in chain held_chain durable_hot advisory_hot fast_hot; do
-    tps[${w}_$c]=$(median "${tps[${w}_${c}_1]:-}" "${tps[${w}_${c}_2]:-}" "${tps[${w}_${c}_3]:-}")
+    of_rounds tps "${w}_$c"
   done
 done
 unset clients_per_thread
@@ -157,7 +162,7 @@ for round in 1 2 3; do
 done
 for c in 8 64; do
   for w in bound floor hand naive_functions dlock_pair; do
-    tps[${w}_$c]=$(median "${tps[${w}_${c}_1]:-}" "${tps[${w}_${c}_2]:-}" "${tps[${w}_${c}_3]:-}")
+    of_rounds tps "${w}_$c"
   done
 done
 fi
@@ -171,8 +176,8 @@ for round in 1 2 3; do
   clean; bench "tracked_$round" dlock_pair.sql 8
 done
 fi
-tracked=$(median "${tps[tracked_1]:-}" "${tps[tracked_2]:-}" "${tps[tracked_3]:-}")
-untracked=$(median "${tps[untracked_1]:-}" "${tps[untracked_2]:-}" "${tps[untracked_3]:-}")
+of_rounds tps tracked
+of_rounds tps untracked
 
 # CPU so far (utime + stime, in clock ticks) of every process of the cluster: "pid ticks" lines.
 cluster_ticks() {
@@ -266,8 +271,8 @@ for round in 1 2 3; do
   rebuild "rebuild_advisory_$round" rebuild_advisory.sql "SELECT pg_advisory_lock(99)" \
     "SELECT clock_timestamp(), pg_advisory_unlock(99)"
 done
-ms[rebuild_wait_free]=$(median "${ms[rebuild_wait_free_1]:-}" "${ms[rebuild_wait_free_2]:-}" "${ms[rebuild_wait_free_3]:-}")
-ms[rebuild_advisory]=$(median "${ms[rebuild_advisory_1]:-}" "${ms[rebuild_advisory_2]:-}" "${ms[rebuild_advisory_3]:-}")
+of_rounds ms rebuild_wait_free
+of_rounds ms rebuild_advisory
 rebuild rebuild_serial rebuild_serial.sql
 fi
 
@@ -298,7 +303,7 @@ fi
     target "durable uncontended pair / two-statement bound, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[bound_$c]:-}")" ">= 0.9"
     target "durable uncontended pair / hand-written lock table, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[hand_$c]:-}")" ">= 1.5"
   done
-  target "pairs/s with counters / without, 8 clients (median of 3)" "$(ratio "$tracked" "$untracked")" ">= 0.98"
+  target "pairs/s with counters / without, 8 clients (median of 3)" "$(ratio "${tps[tracked]:-}" "${tps[untracked]:-}")" ">= 0.98"
   printf '%s\n' "${rows[@]}"
   echo
   echo "Ceilings measured in the same run (a ratio of dlock above its ceiling is impossible); for the uncontended pair, the lease-table floor, the least work any table of leases does (a reference, not a ceiling: dlock can match it); PostgreSQL's own lock's flatness for reference:"
@@ -362,7 +367,7 @@ fi
   echo "then its DELETE committed without a WAL flush (as dlock commits a release that hands nothing on), with no"
   echo "function, no check of an existing lease, no fence and no owner check. Medians of 3 interleaved rounds."
   echo
-  printf 'Counters: %.0f pairs/s with dlock.track_stats on, %.0f off (medians of 3 interleaved runs, 8 clients).\n' "${tracked:-0}" "${untracked:-0}"
+  printf 'Counters: %.0f pairs/s with dlock.track_stats on, %.0f off (medians of 3 interleaved runs, 8 clients).\n' "${tps[tracked]:-0}" "${tps[untracked]:-0}"
   printf 'Cache rebuild, three rounds: dlock_wait_free %s / %s / %s ms; 1,000 pg_advisory_lock_shared waiters, all granted by one unlock (PostgreSQL'"'"'s own lock for the same pattern), %s / %s / %s ms. Beside it, 1,000 serial grants finished %s ms after the release.\n' \
     "${ms[rebuild_wait_free_1]:-–}" "${ms[rebuild_wait_free_2]:-–}" "${ms[rebuild_wait_free_3]:-–}" \
     "${ms[rebuild_advisory_1]:-–}" "${ms[rebuild_advisory_2]:-–}" "${ms[rebuild_advisory_3]:-–}" "${ms[rebuild_serial]:-–}"
