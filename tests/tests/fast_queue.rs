@@ -1,8 +1,9 @@
 //! Fast mode's wait queues: waiters of a fast key line up in shared memory and are served in
 //! arrival order; a release hands the key to the first in line in place (before that waiter
 //! even wakes); a try never passes anyone in line; a wait that ends (timeout, cancel, a client
-//! that hangs up) leaves its line and is never handed the key; a waiter whose role is at its
-//! share when its turn comes is told so and the next one is served.
+//! that hangs up) leaves its line and is never handed the key, at once, even when a savepoint
+//! keeps its transaction going, and at whatever moment it ends while other sessions come and go;
+//! a waiter whose role is at its share when its turn comes is told so and the next one is served.
 
 use std::time::Duration;
 
@@ -32,6 +33,13 @@ async fn acquire(
 
 async fn release(s: &Session, key: &str, owner: &str) -> bool {
     s.query_one("SELECT dlock_fast_release($1, $2)", &[&key, &owner]).await.unwrap().get(0)
+}
+
+/// Renews `owner`'s lease on `key` for 2 s; whether it held it.
+async fn renew(s: &Session, key: &str, owner: &str) -> bool {
+    let expiry: Option<tokio_postgres::types::Timestamp<std::time::SystemTime>> =
+        s.query_one("SELECT dlock_fast_renew($1, $2, '2s')", &[&key, &owner]).await.unwrap().get(0);
+    expiry.is_some()
 }
 
 /// The owner of the live fast lease on `key`, if any.
@@ -143,6 +151,7 @@ async fn waits_that_end_leave_the_line_and_are_never_handed_the_key() {
     let (next_pid, next) = waiter(cluster, &k, &owner(T, "next"), Some("30s")).await;
     asleep(&observer, next_pid).await;
 
+    assert!(renew(&observer, &k, &owner(T, "holder")).await, "the holder's lease outlasts the test's steps");
     let token: i32 = cancelled_pid;
     let cancel: bool = observer.query_one("SELECT pg_cancel_backend($1)", &[&token]).await.unwrap().get(0);
     assert!(cancel);
@@ -168,6 +177,55 @@ async fn waits_that_end_leave_the_line_and_are_never_handed_the_key() {
     assert!(result.unwrap().is_some());
     assert!(release(&observer, &k, &owner(T, "next")).await);
     assert_eq!(holder(&observer, &k).await, None);
+}
+
+#[tokio::test]
+async fn a_wait_that_fails_in_a_savepoint_leaves_the_line_before_the_transaction_ends() {
+    const T: &str = "savepoint";
+    let cluster = cluster();
+    let observer = past_lock_delay(cluster).await;
+    let (k, other) = (key(T, "k"), key(T, "other"));
+    let holder_owner = owner(T, "holder");
+    acquire(&observer, &k, &holder_owner, "2s", Some("0")).await.unwrap().expect("granted");
+    // The waiter's transaction goes on after its wait failed: a savepoint (or a PL/pgSQL
+    // exception block) caught the error, so the transaction does not end with it.
+    let caught = cluster.connect().await;
+    caught.batch_execute("BEGIN; SAVEPOINT before_wait").await.unwrap();
+    let caught_pid = caught.pid();
+    let (k1, caught_owner) = (k.clone(), owner(T, "caught"));
+    let waiting = tokio::spawn(async move {
+        let result = acquire(&caught, &k1, &caught_owner, "2s", Some("30s")).await;
+        (result, caught)
+    });
+    asleep(&observer, caught_pid).await;
+    let (next_pid, next) = waiter(cluster, &k, &owner(T, "next"), Some("30s")).await;
+    asleep(&observer, next_pid).await;
+
+    assert!(renew(&observer, &k, &holder_owner).await, "the holder's lease outlasts the test's steps");
+    let cancel: bool =
+        observer.query_one("SELECT pg_cancel_backend($1)", &[&caught_pid]).await.unwrap().get(0);
+    assert!(cancel);
+    let (result, caught) = within(Duration::from_secs(10), "cancelled", waiting).await.unwrap();
+    expect_sqlstate(result, &SqlState::QUERY_CANCELED, "a cancelled fast wait in a savepoint");
+    caught.batch_execute("ROLLBACK TO SAVEPOINT before_wait").await.unwrap();
+
+    // Its transaction is still open, and the release goes past it.
+    assert!(release(&observer, &k, &holder_owner).await);
+    assert_eq!(holder(&observer, &k).await, Some(owner(T, "next")));
+    let (result, _) = within(Duration::from_secs(10), "next", next).await.unwrap();
+    assert!(result.unwrap().is_some());
+    // Its next call starts afresh: a free key is granted to it, as itself, with that key's fence.
+    let fence =
+        acquire(&caught, &other, &owner(T, "caught"), "2s", Some("0")).await.unwrap().expect("granted");
+    assert_eq!(holder(&observer, &other).await, Some(owner(T, "caught")));
+    let holds: bool =
+        observer.query_one("SELECT dlock_fast_holds($1, $2)", &[&other, &fence]).await.unwrap().get(0);
+    assert!(holds, "the fence is the new key's");
+    let rival = acquire(&observer, &other, &owner(T, "rival"), "2s", Some("0")).await.unwrap();
+    assert_eq!(rival, None, "one holder at a time");
+    caught.batch_execute("COMMIT").await.unwrap();
+    assert!(release(&observer, &k, &owner(T, "next")).await);
+    assert!(release(&observer, &other, &owner(T, "caught")).await);
 }
 
 #[tokio::test]
@@ -226,4 +284,203 @@ async fn a_waiter_at_its_share_when_its_turn_comes_is_refused_and_the_next_serve
     let (result, _) = within(Duration::from_secs(10), "next", next).await.unwrap();
     assert!(result.unwrap().is_some(), "the next in line is served");
     assert_eq!(holder(&observer, &k).await, Some(owner(T, "next")));
+}
+
+/// How a waiter of the churn test ends.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    /// Cancelled (pg_cancel_backend), at a random moment.
+    Cancel,
+    /// Past its statement_timeout.
+    Timeout,
+    /// Its client hangs up.
+    HangUp,
+    /// Its own `wait` runs out (NULL).
+    Bounded,
+    /// Cancelled inside a savepoint, which is rolled back; its transaction stays open.
+    Caught,
+    /// Waits until it is granted the key.
+    Stay,
+}
+
+/// A client of its own (not a `Session`): its driver task, to hang up by aborting it.
+async fn raw_client(cluster: &Cluster) -> (tokio_postgres::Client, i32, JoinHandle<()>) {
+    let mut config = tokio_postgres::Config::new();
+    config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
+    let (client, connection) = config.connect(NoTls).await.expect("connect");
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    (client, pid, driver)
+}
+
+/// Calls `dlock_fast_acquire` on `client`, cancelling it every 5 ms from `after` on until it
+/// answers (a cancel that comes before the call starts is lost).
+async fn cancelled_after(
+    client: &tokio_postgres::Client,
+    canceller: &Session,
+    pid: i32,
+    key: &str,
+    owner: &str,
+    after: Duration,
+) -> Result<Option<i64>, tokio_postgres::Error> {
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &owner];
+    let call = client.query_one("SELECT dlock_fast_acquire($1, $2, '10s', '60s')", &params);
+    let cancel = async {
+        tokio::time::sleep(after).await;
+        loop {
+            canceller.query_one("SELECT pg_cancel_backend($1)", &[&pid]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::select! {
+        r = call => r.map(|r| r.get(0)),
+        _ = cancel => unreachable!(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_place() {
+    const T: &str = "churn";
+    let cluster = Cluster::shared_named("fast-queue-churn", &[PRELOAD, "dlock.fast_max_ttl = 10"]);
+    let observer = past_lock_delay(cluster).await;
+    // Sessions come and go meanwhile, waiting briefly on keys of their own: their backends
+    // reuse the waiter slots of those that ended.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churners: Vec<_> = (0..3)
+        .map(|c| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                for n in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let (client, _, driver) = raw_client(cluster).await;
+                    let (k, o) = (key(T, &format!("other-{c}-{}", n % 3)), owner(T, "churner"));
+                    let sql = "SELECT dlock_fast_acquire($1, $2, '1s', '5 ms')";
+                    if client.query_one(sql, &[&k, &o]).await.unwrap().get::<_, Option<i64>>(0).is_some() {
+                        client.query_one("SELECT dlock_fast_release($1, $2)", &[&k, &o]).await.unwrap();
+                    }
+                    drop(client);
+                    let _ = driver.await;
+                }
+            })
+        })
+        .collect();
+
+    for round in 0..20 {
+        let k = key(T, &format!("k{round}"));
+        let holder_owner = owner(T, "holder");
+        acquire(&observer, &k, &holder_owner, "10s", Some("0")).await.unwrap().expect("granted");
+        let (mut enders, mut stayers) = (Vec::new(), Vec::new());
+        for i in 0..8 {
+            let end =
+                [End::Cancel, End::Timeout, End::HangUp, End::Bounded, End::Caught, End::Stay, End::Stay]
+                    [fastrand::usize(0..7)];
+            let o = owner(T, &format!("r{round}-w{i}-{end:?}"));
+            let (client, pid, driver) = raw_client(cluster).await;
+            let after = Duration::from_millis(fastrand::u64(0..150));
+            let k = k.clone();
+            if let End::Stay = end {
+                let task = tokio::spawn(async move {
+                    let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
+                    let r: Result<Option<i64>, _> = client.query_one(sql, &[&k, &o]).await.map(|r| r.get(0));
+                    (r, client, driver)
+                });
+                stayers.push((owner(T, &format!("r{round}-w{i}-{end:?}")), pid, task));
+                continue;
+            }
+            let canceller = cluster.connect().await;
+            enders.push(tokio::spawn(async move {
+                let result = match end {
+                    End::Cancel => Some(cancelled_after(&client, &canceller, pid, &k, &o, after).await),
+                    End::Caught => {
+                        client.batch_execute("BEGIN; SAVEPOINT before_wait").await.unwrap();
+                        let r = cancelled_after(&client, &canceller, pid, &k, &o, after).await;
+                        client.batch_execute("ROLLBACK TO SAVEPOINT before_wait").await.unwrap();
+                        Some(r)
+                    }
+                    End::Timeout => {
+                        client
+                            .batch_execute(&format!("SET statement_timeout = {}", after.as_millis() + 1))
+                            .await
+                            .unwrap();
+                        let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
+                        Some(client.query_one(sql, &[&k, &o]).await.map(|r| r.get(0)))
+                    }
+                    End::Bounded => {
+                        let (sql, wait) = (
+                            "SELECT dlock_fast_acquire($1, $2, '10s', $3::text::interval)",
+                            format!("{} ms", after.as_millis() + 1),
+                        );
+                        Some(client.query_one(sql, &[&k, &o, &wait]).await.map(|r| r.get(0)))
+                    }
+                    End::HangUp => {
+                        let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
+                        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&k, &o];
+                        tokio::select! {
+                            r = client.query_one(sql, &params) => Some(r.map(|r| r.get(0))),
+                            _ = tokio::time::sleep(after) => None,
+                        }
+                    }
+                    End::Stay => unreachable!(),
+                };
+                (end, o, pid, result, client, driver)
+            }));
+        }
+        // Every wait that ends has ended before the release (a hung-up one's backend is gone);
+        // a caught one's transaction stays open until the round ends.
+        let mut open = Vec::new();
+        for task in enders {
+            let (end, o, pid, result, client, driver) =
+                within(Duration::from_secs(20), "a wait that ends", task).await.unwrap();
+            match (end, result) {
+                (End::HangUp, result) => {
+                    assert!(result.is_none_or(|r| r.is_err()), "{o}: answered while held");
+                    driver.abort();
+                    eventually(Duration::from_secs(10), "the hung-up backend ends", || async {
+                        let sql = "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)";
+                        observer.query_one(sql, &[&pid]).await.unwrap().get::<_, bool>(0)
+                    })
+                    .await;
+                }
+                (End::Bounded, Some(result)) => assert_eq!(result.unwrap(), None, "{o}"),
+                (End::Caught, Some(result)) => {
+                    expect_sqlstate(result, &SqlState::QUERY_CANCELED, &o);
+                    open.push(client);
+                }
+                (_, Some(result)) => expect_sqlstate(result, &SqlState::QUERY_CANCELED, &o),
+                (_, None) => unreachable!(),
+            }
+        }
+        for (_, pid, _) in &stayers {
+            asleep(&observer, *pid).await;
+        }
+        // Each release hands the key to one still waiting, in the order they joined the line.
+        let mut previous = holder_owner;
+        let mut fence = 0;
+        while !stayers.is_empty() {
+            assert!(release(&observer, &k, &previous).await, "round {round}: {previous} releases");
+            let next = holder(&observer, &k).await;
+            let at = stayers.iter().position(|(o, _, _)| Some(o) == next.as_ref());
+            let Some(at) = at else {
+                panic!("round {round}: the key went to {next:?}, not to one still waiting")
+            };
+            let (o, _, task) = stayers.remove(at);
+            let (result, _client, _driver) = within(Duration::from_secs(10), &o, task).await.unwrap();
+            let granted = result.unwrap().expect("granted");
+            assert!(granted > fence, "fences grow along the line");
+            (previous, fence) = (o, granted);
+        }
+        assert!(release(&observer, &k, &previous).await);
+        assert_eq!(holder(&observer, &k).await, None, "round {round}: the last release frees the key");
+        for client in open {
+            client.batch_execute("COMMIT").await.unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for churner in churners {
+        churner.await.unwrap();
+    }
 }

@@ -221,9 +221,25 @@ pub fn acquire(req: &Request, wait: Option<Micros>) -> Result<Option<i64>, Dlock
     let deadline = wait.map(|w| now().saturating_add(w));
     let may_wait = wait != Some(0);
     let me = table.waiters.mine().ok_or(DlockError::NotPreloaded)?;
+    let guard = LeaveOnError;
     let outcome = wait_in_line(table, &key, req, me, deadline, may_wait);
     WAITING_ON.with(|w| w.borrow_mut().take());
+    drop(guard);
     outcome
+}
+
+/// Leaves the line when an error (cancel, statement_timeout) unwinds out of a wait: at once,
+/// before PostgreSQL reports the error to the client, and whether or not a savepoint or a
+/// PL/pgSQL exception block keeps the transaction going. Waiting for the end of the
+/// transaction would hand the key to a session that no longer waits, and its next call would
+/// find that grant in its slot. A wait that returns has already taken `WAITING_ON`: nothing
+/// to do then.
+struct LeaveOnError;
+
+impl Drop for LeaveOnError {
+    fn drop(&mut self) {
+        reset();
+    }
 }
 
 /// The waiting loop of [`acquire`]: the caller's line (once it joined one) is noted in
@@ -237,7 +253,7 @@ fn wait_in_line(
     may_wait: bool,
 ) -> Result<Option<i64>, DlockError> {
     // A wait is counted from its first sleep (`stats::wait_ended` does nothing without one).
-    let mut waiting = false;
+    let mut counted = None;
     loop {
         let now = now();
         let delay_ends = table.shared().started_at.saturating_add(max_ttl_us());
@@ -276,9 +292,8 @@ fn wait_in_line(
             stats::wait_ended(if granted.is_some() { WaitOutcome::Granted } else { WaitOutcome::TimedOut });
             return Ok(granted);
         }
-        if !waiting {
-            waiting = true;
-            stats::wait_started(true, req.key, req.owner, req.role);
+        if counted.is_none() {
+            counted = Some(stats::wait_started(true, req.key, req.owner, req.role));
         }
         let wake_at = deadline.map_or(until, |d| d.min(until));
         if queued {
@@ -300,8 +315,10 @@ thread_local! {
     static WAITING_ON: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
-/// End of transaction: a wait that ended in an error (cancel, timeout, a client that hung up)
-/// leaves its line; a grant a release made to it meanwhile is given back, to the next in line.
+/// A wait that ended in an error leaves its line; a grant a release made to it meanwhile is
+/// given back, to the next in line. Run as an error unwinds out of the wait (`LeaveOnError`),
+/// and at the end of the transaction, for a client that hung up: that FATAL exits the backend
+/// from inside the wait, without unwinding it.
 pub fn reset() {
     let Some(key) = WAITING_ON.with(|w| w.borrow_mut().take()) else { return };
     let Some(table) = preloaded() else { return };
