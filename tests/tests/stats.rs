@@ -149,6 +149,59 @@ async fn waits_count_by_outcome_and_fill_the_histogram() {
     assert_eq!(under_50ms, 0, "no wait was that short: {buckets:?}");
 }
 
+/// A savepoint (or a PL/pgSQL exception block) that catches the error ending a wait keeps the
+/// transaction going: the wait counts as cancelled at once, not when (or whether) it aborts.
+#[tokio::test]
+async fn a_wait_ended_by_an_error_in_a_savepoint_counts_at_once() {
+    let cluster = cluster();
+    let s = database(cluster, "stats_savepoint").await;
+    let other = cluster.connect_db("postgres", "stats_savepoint").await;
+    eventually(Duration::from_secs(20), "the fast lock-delay after start ends", || async {
+        other
+            .query_one("SELECT dlock_fast_acquire('f', 'holder', '1 s') IS NOT NULL", &[])
+            .await
+            .unwrap()
+            .get(0)
+    })
+    .await;
+    other.batch_execute("SELECT dlock_acquire('k', 'holder', '1 hour')").await.unwrap();
+    // (The fast wait first, well within its holder's 1 s.)
+    s.batch_execute("BEGIN").await.unwrap();
+    for (savepoint, wait) in [
+        ("a", "SELECT dlock_fast_acquire('f', 'w', '1 s', '10 s')"),
+        ("b", "SELECT dlock_acquire('k', 'w', '1 hour', NULL)"),
+    ] {
+        s.batch_execute(&format!("SAVEPOINT {savepoint}; SET LOCAL statement_timeout = '100ms'"))
+            .await
+            .unwrap();
+        expect_sqlstate(s.batch_execute(wait).await, &SqlState::QUERY_CANCELED, wait);
+        s.batch_execute(&format!("ROLLBACK TO SAVEPOINT {savepoint}")).await.unwrap();
+    }
+    let c = counts(&other).await;
+    assert_eq!(
+        (
+            n(&c, "waits_started"),
+            n(&c, "waits_cancelled"),
+            n(&c, "fast_waits_started"),
+            n(&c, "fast_waits_cancelled")
+        ),
+        (1, 1, 1, 1),
+        "counted while the transaction goes on: {c:?}"
+    );
+    // Its next wait is a wait of its own, counted as it ends.
+    let next: Option<i64> =
+        s.query_one("SELECT dlock_acquire('k', 'w', '1 hour', '50 ms')", &[]).await.unwrap().get(0);
+    assert_eq!(next, None);
+    s.batch_execute("COMMIT").await.unwrap();
+    let c = counts(&other).await;
+    assert_eq!(
+        (n(&c, "waits_started"), n(&c, "waits_cancelled"), n(&c, "waits_timed_out")),
+        (2, 1, 1),
+        "{c:?}"
+    );
+    assert_eq!(n(&c, "wait_count"), 3);
+}
+
 #[tokio::test]
 async fn fast_mode_counts_its_calls_and_shows_its_fill() {
     let cluster = cluster();

@@ -72,15 +72,17 @@ fn abort(prepare: bool) {
     if !prepare {
         watch::at_end(false);
     }
-    // Offers made here are taken back; a wait that ended in an error leaves nothing in its slot.
+    // Offers made here are taken back. An error ending a wait already left its slot, its fast
+    // line and its count as it unwound; a client that hung up ends the backend from inside the
+    // wait (FATAL, no unwinding), so its wait is ended here.
     slots::settle(false);
     slots::abandon();
     queue::end_of_transaction();
     free_waiters::end_of_transaction();
     signals::reset();
     fast::reset();
-    // A wait that an error ended (cancel, timeout, hang-up) counts as such; the rest never happened.
     stats::wait_ended(stats::WaitOutcome::Cancelled);
+    // The rest of the transaction's events never happened.
     stats::at_end(false);
     elections::at_abort();
     wakeups::at_abort();

@@ -71,9 +71,8 @@ pub fn acquire(
     if dropping::under_way() {
         return Err(DlockError::Dropping);
     }
-    // Counted as it ends: here when granted or timed out, by the transaction's abort when an
-    // error ends it.
-    stats::wait_started(false, key, caller.owner, caller.role);
+    // Counted as it ends: here when granted or timed out, as cancelled when an error ends it.
+    let _counted = stats::wait_started(false, key, caller.owner, caller.role);
     let granted = wait_in_line(key, hash, caller, request, info, deadline);
     match granted {
         Ok(Some(_)) => stats::wait_ended(WaitOutcome::Granted),
@@ -104,6 +103,7 @@ fn wait_in_line(
         && request.ttl.is_some_and(|ttl| {
             at_autocommit_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl, request)
         });
+    let _abandon_on_error = published.then_some(slots::AbandonOnDrop);
     if !queue::join(hash, deadline) {
         return Ok(if published { withdraw(hash, None) } else { None });
     }

@@ -57,7 +57,7 @@ pub fn acquire_all(
         return Err(DlockError::Dropping);
     }
     let what = format!("{} keys: {}", keys.len(), keys.join(", "));
-    stats::wait_started(false, &what, caller.owner, caller.role);
+    let _counted = stats::wait_started(false, &what, caller.owner, caller.role);
     let granted = wait_in_lines(&order, keys.len(), caller, request, deadline);
     match granted {
         Ok(Some(_)) => stats::wait_ended(stats::WaitOutcome::Granted),

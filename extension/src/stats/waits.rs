@@ -31,15 +31,30 @@ thread_local! {
     static WAIT: RefCell<Option<Wait>> = const { RefCell::new(None) };
 }
 
-/// A wait for `key` starts (fast mode's, if `fast`).
-pub fn wait_started(fast: bool, key: &str, owner: &str, role: u32) {
+/// A wait under way, from [`wait_started`]: dropped before [`wait_ended`] counted it (an error
+/// unwinding out of the wait, or returned by it), it ends as `Cancelled` then, not at the end of
+/// the transaction, which a savepoint or a PL/pgSQL exception block may keep going. The
+/// transaction's abort still ends a wait that a FATAL error ended: that exits without unwinding.
+#[must_use = "the wait counts as cancelled when this is dropped"]
+pub struct Counted;
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        wait_ended(WaitOutcome::Cancelled);
+    }
+}
+
+/// A wait for `key` starts (fast mode's, if `fast`); it ends by [`wait_ended`], or as
+/// `Cancelled` when the guard is dropped first.
+pub fn wait_started(fast: bool, key: &str, owner: &str, role: u32) -> Counted {
     if !table::enabled() && log::min_wait_ms().is_none() {
-        return;
+        return Counted;
     }
     table::add(if fast { Counter::FastWaitsStarted } else { Counter::WaitsStarted }, 1);
     let wait =
         Wait { started: now(), fast, key: key.to_string(), owner: owner.to_string(), role, handed: false };
     WAIT.with(|w| *w.borrow_mut() = Some(wait));
+    Counted
 }
 
 /// The wait under way was granted by whoever freed the key, in their transaction.
@@ -51,8 +66,7 @@ pub fn note_handed() {
     });
 }
 
-/// The wait under way ended (nothing happens if none is; an error ending one is seen by the
-/// transaction's abort, which calls this with `Cancelled`).
+/// The wait under way ended (nothing happens if none is).
 pub fn wait_ended(outcome: WaitOutcome) {
     let Some(wait) = WAIT.with(|w| w.borrow_mut().take()) else { return };
     let waited = (now() - wait.started).max(0);

@@ -167,6 +167,17 @@ pub fn abandon() {
     }
 }
 
+/// While a head's request is published: dropped, it abandons the request (a no-op once
+/// withdrawn), so that an error ending the wait takes it out as it unwinds, before the client
+/// hears of the error, rather than at the transaction's abort.
+pub struct AbandonOnDrop;
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        abandon();
+    }
+}
+
 /// A publication a releaser may grant: the slot and its sequence number.
 #[derive(Clone, Copy)]
 pub struct Ticket {
