@@ -229,6 +229,69 @@ async fn a_wait_that_fails_in_a_savepoint_leaves_the_line_before_the_transaction
 }
 
 #[tokio::test]
+async fn a_wait_caught_by_an_exception_block_leaves_the_line_while_the_block_goes_on() {
+    const T: &str = "exception_block";
+    let cluster = cluster();
+    let observer = past_lock_delay(cluster).await;
+    let k = key(T, "k");
+    let holder_owner = owner(T, "holder");
+    acquire(&observer, &k, &holder_owner, "2s", Some("0")).await.unwrap().expect("granted");
+    // A function that waits, catches the cancel, and sleeps on in the same transaction.
+    let caught = cluster.connect().await;
+    caught
+        .batch_execute(
+            "CREATE FUNCTION pg_temp.wait_then_sleep(k text, o text) RETURNS text LANGUAGE plpgsql AS $$
+             BEGIN
+               BEGIN
+                 PERFORM dlock_fast_acquire(k, o, '2s', '30s');
+               EXCEPTION WHEN query_canceled THEN
+                 PERFORM pg_sleep(30);
+                 RETURN 'caught';
+               END;
+               RETURN 'granted';
+             END $$",
+        )
+        .await
+        .unwrap();
+    let caught_pid = caught.pid();
+    let (k1, caught_owner) = (k.clone(), owner(T, "caught"));
+    let running = tokio::spawn(async move {
+        caught
+            .query_one("SELECT pg_temp.wait_then_sleep($1, $2)", &[&k1, &caught_owner])
+            .await
+            .map(|r| r.get::<_, String>(0))
+    });
+    asleep(&observer, caught_pid).await;
+    let (next_pid, next) = waiter(cluster, &k, &owner(T, "next"), Some("30s")).await;
+    asleep(&observer, next_pid).await;
+
+    assert!(renew(&observer, &k, &holder_owner).await, "the holder's lease outlasts the test's steps");
+    let cancel: bool =
+        observer.query_one("SELECT pg_cancel_backend($1)", &[&caught_pid]).await.unwrap().get(0);
+    assert!(cancel);
+    eventually(Duration::from_secs(10), "the exception block sleeps on", || async {
+        let event: Option<String> = observer
+            .query_opt("SELECT wait_event FROM pg_stat_activity WHERE pid = $1", &[&caught_pid])
+            .await
+            .unwrap()
+            .and_then(|r| r.get(0));
+        event.as_deref() == Some("PgSleep")
+    })
+    .await;
+    // Its transaction is still running, and the release goes past it.
+    assert!(release(&observer, &k, &holder_owner).await);
+    assert_eq!(holder(&observer, &k).await, Some(owner(T, "next")));
+    let (result, _) = within(Duration::from_secs(10), "next", next).await.unwrap();
+    assert!(result.unwrap().is_some());
+    assert!(release(&observer, &k, &owner(T, "next")).await);
+    let cancel: bool =
+        observer.query_one("SELECT pg_cancel_backend($1)", &[&caught_pid]).await.unwrap().get(0);
+    assert!(cancel);
+    let result = within(Duration::from_secs(10), "the sleep", running).await.unwrap();
+    expect_sqlstate(result, &SqlState::QUERY_CANCELED, "the sleep, cancelled in turn");
+}
+
+#[tokio::test]
 async fn the_first_in_line_takes_over_an_expired_lease_and_a_bounded_wait_gives_up() {
     const T: &str = "expiry";
     let cluster = cluster();
