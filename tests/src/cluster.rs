@@ -154,6 +154,20 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cannot connect as {role} to {dbname} at {host}:{port}: {e}"))
     }
 
+    /// A plain `tokio_postgres::Client` as `postgres`, its backend pid, and the task that drives
+    /// its connection: aborting that task closes the socket, as a client that crashes or loses
+    /// its network would.
+    pub async fn connect_client(&self) -> (tokio_postgres::Client, i32, tokio::task::JoinHandle<()>) {
+        let mut config = tokio_postgres::Config::new();
+        config.host("127.0.0.1").port(self.port()).user("postgres").dbname("postgres");
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await.expect("connect");
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+        (client, pid, driver)
+    }
+
     /// A new listening session as `postgres` (see `Listener`).
     pub async fn listen(&self) -> crate::Listener {
         let (host, port) = {

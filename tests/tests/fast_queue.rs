@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use dlock_tests::{Cluster, NoTls, Session, SqlState, eventually, expect_sqlstate, key, owner, within};
+use dlock_tests::{Cluster, Session, SqlState, eventually, expect_sqlstate, key, owner, within};
 use tokio::task::JoinHandle;
 
 const PRELOAD: &str = "shared_preload_libraries = 'dlock'";
@@ -136,13 +136,7 @@ async fn waits_that_end_leave_the_line_and_are_never_handed_the_key() {
     let k1 = k.clone();
     let timed_out = tokio::spawn(async move { acquire(&timeout, &k1, "timed-out", "2s", None).await });
     asleep(&observer, timeout_pid).await;
-    let mut config = tokio_postgres::Config::new();
-    config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
-    let (client, connection) = config.connect(NoTls).await.expect("connect");
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let gone_pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let (client, gone_pid, driver) = cluster.connect_client().await;
     let (k2, gone_owner) = (k.clone(), owner(T, "hung-up"));
     tokio::spawn(async move {
         let _ = client.query_one("SELECT dlock_fast_acquire($1, $2, '2s', NULL)", &[&k2, &gone_owner]).await;
@@ -152,9 +146,7 @@ async fn waits_that_end_leave_the_line_and_are_never_handed_the_key() {
     asleep(&observer, next_pid).await;
 
     assert!(renew(&observer, &k, &owner(T, "holder")).await, "the holder's lease outlasts the test's steps");
-    let token: i32 = cancelled_pid;
-    let cancel: bool = observer.query_one("SELECT pg_cancel_backend($1)", &[&token]).await.unwrap().get(0);
-    assert!(cancel);
+    cancel(&observer, cancelled_pid).await;
     let (result, _) = within(Duration::from_secs(10), "cancelled", cancelled).await.unwrap();
     expect_sqlstate(result, &SqlState::QUERY_CANCELED, "a cancelled fast wait");
     let result = within(Duration::from_secs(10), "timed out", timed_out).await.unwrap();
@@ -179,16 +171,53 @@ async fn waits_that_end_leave_the_line_and_are_never_handed_the_key() {
     assert_eq!(holder(&observer, &k).await, None);
 }
 
+/// Cancels the backend `pid`'s statement.
+async fn cancel(observer: &Session, pid: i32) {
+    let sent: bool = observer.query_one("SELECT pg_cancel_backend($1)", &[&pid]).await.unwrap().get(0);
+    assert!(sent, "backend {pid} is there to cancel");
+}
+
+/// With the waiter of backend `caught` asleep in line for `k`, lines up `T:next` behind it,
+/// renews the holder's lease (so it outlasts the test's steps), and cancels `caught`'s wait:
+/// the task of `next`.
+async fn cancel_ahead_of_next(
+    cluster: &Cluster,
+    observer: &Session,
+    k: &str,
+    test: &str,
+    caught: i32,
+) -> JoinHandle<(Result<Option<i64>, tokio_postgres::Error>, Session)> {
+    asleep(observer, caught).await;
+    let (next_pid, next) = waiter(cluster, k, &owner(test, "next"), Some("30s")).await;
+    asleep(observer, next_pid).await;
+    assert!(renew(observer, k, &owner(test, "holder")).await, "the holder still holds it");
+    cancel(observer, caught).await;
+    next
+}
+
+/// The holder's release goes past the cancelled waiter to `next`, which gives the key back.
+async fn passes_over_to_next(
+    observer: &Session,
+    k: &str,
+    test: &str,
+    next: JoinHandle<(Result<Option<i64>, tokio_postgres::Error>, Session)>,
+) {
+    assert!(release(observer, k, &owner(test, "holder")).await);
+    assert_eq!(holder(observer, k).await, Some(owner(test, "next")));
+    let (result, _) = within(Duration::from_secs(10), "next", next).await.unwrap();
+    assert!(result.unwrap().is_some());
+    assert!(release(observer, k, &owner(test, "next")).await);
+}
+
 #[tokio::test]
 async fn a_wait_that_fails_in_a_savepoint_leaves_the_line_before_the_transaction_ends() {
     const T: &str = "savepoint";
     let cluster = cluster();
     let observer = past_lock_delay(cluster).await;
     let (k, other) = (key(T, "k"), key(T, "other"));
-    let holder_owner = owner(T, "holder");
-    acquire(&observer, &k, &holder_owner, "2s", Some("0")).await.unwrap().expect("granted");
-    // The waiter's transaction goes on after its wait failed: a savepoint (or a PL/pgSQL
-    // exception block) caught the error, so the transaction does not end with it.
+    acquire(&observer, &k, &owner(T, "holder"), "2s", Some("0")).await.unwrap().expect("granted");
+    // The waiter's transaction goes on after its wait failed: a savepoint caught the error, so
+    // the transaction does not end with it.
     let caught = cluster.connect().await;
     caught.batch_execute("BEGIN; SAVEPOINT before_wait").await.unwrap();
     let caught_pid = caught.pid();
@@ -197,23 +226,13 @@ async fn a_wait_that_fails_in_a_savepoint_leaves_the_line_before_the_transaction
         let result = acquire(&caught, &k1, &caught_owner, "2s", Some("30s")).await;
         (result, caught)
     });
-    asleep(&observer, caught_pid).await;
-    let (next_pid, next) = waiter(cluster, &k, &owner(T, "next"), Some("30s")).await;
-    asleep(&observer, next_pid).await;
-
-    assert!(renew(&observer, &k, &holder_owner).await, "the holder's lease outlasts the test's steps");
-    let cancel: bool =
-        observer.query_one("SELECT pg_cancel_backend($1)", &[&caught_pid]).await.unwrap().get(0);
-    assert!(cancel);
+    let next = cancel_ahead_of_next(cluster, &observer, &k, T, caught_pid).await;
     let (result, caught) = within(Duration::from_secs(10), "cancelled", waiting).await.unwrap();
     expect_sqlstate(result, &SqlState::QUERY_CANCELED, "a cancelled fast wait in a savepoint");
     caught.batch_execute("ROLLBACK TO SAVEPOINT before_wait").await.unwrap();
 
     // Its transaction is still open, and the release goes past it.
-    assert!(release(&observer, &k, &holder_owner).await);
-    assert_eq!(holder(&observer, &k).await, Some(owner(T, "next")));
-    let (result, _) = within(Duration::from_secs(10), "next", next).await.unwrap();
-    assert!(result.unwrap().is_some());
+    passes_over_to_next(&observer, &k, T, next).await;
     // Its next call starts afresh: a free key is granted to it, as itself, with that key's fence.
     let fence =
         acquire(&caught, &other, &owner(T, "caught"), "2s", Some("0")).await.unwrap().expect("granted");
@@ -224,7 +243,6 @@ async fn a_wait_that_fails_in_a_savepoint_leaves_the_line_before_the_transaction
     let rival = acquire(&observer, &other, &owner(T, "rival"), "2s", Some("0")).await.unwrap();
     assert_eq!(rival, None, "one holder at a time");
     caught.batch_execute("COMMIT").await.unwrap();
-    assert!(release(&observer, &k, &owner(T, "next")).await);
     assert!(release(&observer, &other, &owner(T, "caught")).await);
 }
 
@@ -234,8 +252,7 @@ async fn a_wait_caught_by_an_exception_block_leaves_the_line_while_the_block_goe
     let cluster = cluster();
     let observer = past_lock_delay(cluster).await;
     let k = key(T, "k");
-    let holder_owner = owner(T, "holder");
-    acquire(&observer, &k, &holder_owner, "2s", Some("0")).await.unwrap().expect("granted");
+    acquire(&observer, &k, &owner(T, "holder"), "2s", Some("0")).await.unwrap().expect("granted");
     // A function that waits, catches the cancel, and sleeps on in the same transaction.
     let caught = cluster.connect().await;
     caught
@@ -256,19 +273,10 @@ async fn a_wait_caught_by_an_exception_block_leaves_the_line_while_the_block_goe
     let caught_pid = caught.pid();
     let (k1, caught_owner) = (k.clone(), owner(T, "caught"));
     let running = tokio::spawn(async move {
-        caught
-            .query_one("SELECT pg_temp.wait_then_sleep($1, $2)", &[&k1, &caught_owner])
-            .await
-            .map(|r| r.get::<_, String>(0))
+        let sql = "SELECT pg_temp.wait_then_sleep($1, $2)";
+        caught.query_one(sql, &[&k1, &caught_owner]).await.map(|r| r.get::<_, String>(0))
     });
-    asleep(&observer, caught_pid).await;
-    let (next_pid, next) = waiter(cluster, &k, &owner(T, "next"), Some("30s")).await;
-    asleep(&observer, next_pid).await;
-
-    assert!(renew(&observer, &k, &holder_owner).await, "the holder's lease outlasts the test's steps");
-    let cancel: bool =
-        observer.query_one("SELECT pg_cancel_backend($1)", &[&caught_pid]).await.unwrap().get(0);
-    assert!(cancel);
+    let next = cancel_ahead_of_next(cluster, &observer, &k, T, caught_pid).await;
     eventually(Duration::from_secs(10), "the exception block sleeps on", || async {
         let event: Option<String> = observer
             .query_opt("SELECT wait_event FROM pg_stat_activity WHERE pid = $1", &[&caught_pid])
@@ -279,14 +287,8 @@ async fn a_wait_caught_by_an_exception_block_leaves_the_line_while_the_block_goe
     })
     .await;
     // Its transaction is still running, and the release goes past it.
-    assert!(release(&observer, &k, &holder_owner).await);
-    assert_eq!(holder(&observer, &k).await, Some(owner(T, "next")));
-    let (result, _) = within(Duration::from_secs(10), "next", next).await.unwrap();
-    assert!(result.unwrap().is_some());
-    assert!(release(&observer, &k, &owner(T, "next")).await);
-    let cancel: bool =
-        observer.query_one("SELECT pg_cancel_backend($1)", &[&caught_pid]).await.unwrap().get(0);
-    assert!(cancel);
+    passes_over_to_next(&observer, &k, T, next).await;
+    cancel(&observer, caught_pid).await;
     let result = within(Duration::from_secs(10), "the sleep", running).await.unwrap();
     expect_sqlstate(result, &SqlState::QUERY_CANCELED, "the sleep, cancelled in turn");
 }
@@ -366,18 +368,6 @@ enum End {
     Stay,
 }
 
-/// A client of its own (not a `Session`): its driver task, to hang up by aborting it.
-async fn raw_client(cluster: &Cluster) -> (tokio_postgres::Client, i32, JoinHandle<()>) {
-    let mut config = tokio_postgres::Config::new();
-    config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
-    let (client, connection) = config.connect(NoTls).await.expect("connect");
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
-    (client, pid, driver)
-}
-
 /// Calls `dlock_fast_acquire` on `client`, cancelling it every 5 ms from `after` on until it
 /// answers (a cancel that comes before the call starts is lost).
 async fn cancelled_after(
@@ -419,7 +409,7 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
                     if stop.load(std::sync::atomic::Ordering::Relaxed) {
                         break;
                     }
-                    let (client, _, driver) = raw_client(cluster).await;
+                    let (client, _, driver) = cluster.connect_client().await;
                     let (k, o) = (key(T, &format!("other-{c}-{}", n % 3)), owner(T, "churner"));
                     let sql = "SELECT dlock_fast_acquire($1, $2, '1s', '5 ms')";
                     if client.query_one(sql, &[&k, &o]).await.unwrap().get::<_, Option<i64>>(0).is_some() {
@@ -442,7 +432,7 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
                 [End::Cancel, End::Timeout, End::HangUp, End::Bounded, End::Caught, End::Stay, End::Stay]
                     [fastrand::usize(0..7)];
             let o = owner(T, &format!("r{round}-w{i}-{end:?}"));
-            let (client, pid, driver) = raw_client(cluster).await;
+            let (client, pid, driver) = cluster.connect_client().await;
             let after = Duration::from_millis(fastrand::u64(0..150));
             let k = k.clone();
             if let End::Stay = end {

@@ -4,20 +4,14 @@
 
 use std::time::Duration;
 
-use dlock_tests::{Cluster, NoTls, eventually, key, owner, wait_for_waiters};
+use dlock_tests::{Cluster, eventually, key, owner, wait_for_waiters};
 use tokio::task::JoinHandle;
 
 /// Starts `dlock_acquire(key, owner, '30s', '30s')` on a connection of its own and returns the
 /// backend pid and the task driving the connection: aborting that task closes the socket
 /// mid-call, as a client that crashes or loses its network would.
 async fn waiting_client(cluster: &Cluster, key: &str, owner: &str) -> (i32, JoinHandle<()>) {
-    let mut config = tokio_postgres::Config::new();
-    config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
-    let (client, connection) = config.connect(NoTls).await.expect("connect");
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let (client, pid, driver) = cluster.connect_client().await;
     let (key, owner) = (key.to_string(), owner.to_string());
     tokio::spawn(async move {
         let _ = client.query_one("SELECT dlock_acquire($1, $2, '30s', '30s')", &[&key, &owner]).await;

@@ -238,13 +238,7 @@ async fn cancelled_timed_out_and_hung_up_waits_leave_nothing_behind() {
         expect_sqlstate(wait_free(&waiter, &k, None).await, &SqlState::QUERY_CANCELED, "in a transaction");
         waiter.batch_execute("ROLLBACK").await.unwrap();
         // A client that hangs up ends its backend's wait.
-        let mut config = tokio_postgres::Config::new();
-        config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
-        let (client, connection) = config.connect(NoTls).await.expect("connect");
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+        let (client, pid, driver) = cluster.connect_client().await;
         let k2 = k.clone();
         tokio::spawn(async move {
             let _ = client.query_one("SELECT dlock_wait_free($1, NULL)", &[&k2]).await;
