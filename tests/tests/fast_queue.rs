@@ -62,15 +62,25 @@ async fn past_lock_delay(cluster: &Cluster) -> Session {
     s
 }
 
+/// What the backend `pid` waits for: its wait event's type and name (none once it is gone).
+async fn wait_event(observer: &Session, pid: i32) -> (Option<String>, Option<String>) {
+    let sql = "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1";
+    observer.query_opt(sql, &[&pid]).await.unwrap().map_or((None, None), |r| (r.get(0), r.get(1)))
+}
+
 /// Until the backend `pid` sleeps in a dlock wait.
 async fn asleep(observer: &Session, pid: i32) {
     eventually(Duration::from_secs(10), &format!("backend {pid} waits"), || async {
-        let state: Option<String> = observer
-            .query_opt("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", &[&pid])
-            .await
-            .unwrap()
-            .and_then(|r| r.get(0));
-        state.as_deref() == Some("Extension")
+        wait_event(observer, pid).await.0.as_deref() == Some("Extension")
+    })
+    .await;
+}
+
+/// Until the backend `pid` is gone (its client hung up).
+async fn ended(observer: &Session, pid: i32) {
+    eventually(Duration::from_secs(10), &format!("backend {pid} ends"), || async {
+        let sql = "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)";
+        observer.query_one(sql, &[&pid]).await.unwrap().get::<_, bool>(0)
     })
     .await;
 }
@@ -152,15 +162,7 @@ async fn waits_that_end_leave_the_line_and_are_never_handed_the_key() {
     let result = within(Duration::from_secs(10), "timed out", timed_out).await.unwrap();
     expect_sqlstate(result, &SqlState::QUERY_CANCELED, "a fast wait past statement_timeout");
     driver.abort(); // the client's socket closes mid-wait
-    eventually(Duration::from_secs(10), "the hung-up waiter's backend ends", || async {
-        let alive: bool = observer
-            .query_one("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", &[&gone_pid])
-            .await
-            .unwrap()
-            .get(0);
-        !alive
-    })
-    .await;
+    ended(&observer, gone_pid).await;
 
     // The release goes past all three, to the one still waiting.
     assert!(release(&observer, &k, &owner(T, "holder")).await);
@@ -278,12 +280,7 @@ async fn a_wait_caught_by_an_exception_block_leaves_the_line_while_the_block_goe
     });
     let next = cancel_ahead_of_next(cluster, &observer, &k, T, caught_pid).await;
     eventually(Duration::from_secs(10), "the exception block sleeps on", || async {
-        let event: Option<String> = observer
-            .query_opt("SELECT wait_event FROM pg_stat_activity WHERE pid = $1", &[&caught_pid])
-            .await
-            .unwrap()
-            .and_then(|r| r.get(0));
-        event.as_deref() == Some("PgSleep")
+        wait_event(&observer, caught_pid).await.1.as_deref() == Some("PgSleep")
     })
     .await;
     // Its transaction is still running, and the release goes past it.
@@ -368,8 +365,18 @@ enum End {
     Stay,
 }
 
-/// Calls `dlock_fast_acquire` on `client`, cancelling it every 5 ms from `after` on until it
-/// answers (a cancel that comes before the call starts is lost).
+/// The churn test's wait on a plain client: up to 60 s, for a 10 s lease.
+async fn wait_long(
+    client: &tokio_postgres::Client,
+    key: &str,
+    owner: &str,
+) -> Result<Option<i64>, tokio_postgres::Error> {
+    let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
+    client.query_one(sql, &[&key, &owner]).await.map(|r| r.get(0))
+}
+
+/// [`wait_long`], cancelled every 5 ms from `after` on until it answers (a cancel that comes
+/// before the call starts is lost).
 async fn cancelled_after(
     client: &tokio_postgres::Client,
     canceller: &Session,
@@ -378,8 +385,7 @@ async fn cancelled_after(
     owner: &str,
     after: Duration,
 ) -> Result<Option<i64>, tokio_postgres::Error> {
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &owner];
-    let call = client.query_one("SELECT dlock_fast_acquire($1, $2, '10s', '60s')", &params);
+    let call = wait_long(client, key, owner);
     let cancel = async {
         tokio::time::sleep(after).await;
         loop {
@@ -388,7 +394,7 @@ async fn cancelled_after(
         }
     };
     tokio::select! {
-        r = call => r.map(|r| r.get(0)),
+        r = call => r,
         _ = cancel => unreachable!(),
     }
 }
@@ -436,12 +442,10 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
             let after = Duration::from_millis(fastrand::u64(0..150));
             let k = k.clone();
             if let End::Stay = end {
-                let task = tokio::spawn(async move {
-                    let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
-                    let r: Result<Option<i64>, _> = client.query_one(sql, &[&k, &o]).await.map(|r| r.get(0));
-                    (r, client, driver)
-                });
-                stayers.push((owner(T, &format!("r{round}-w{i}-{end:?}")), pid, task));
+                let stayer = o.clone();
+                let task =
+                    tokio::spawn(async move { (wait_long(&client, &k, &stayer).await, client, driver) });
+                stayers.push((o, pid, task));
                 continue;
             }
             let canceller = cluster.connect().await;
@@ -459,8 +463,7 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
                             .batch_execute(&format!("SET statement_timeout = {}", after.as_millis() + 1))
                             .await
                             .unwrap();
-                        let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
-                        Some(client.query_one(sql, &[&k, &o]).await.map(|r| r.get(0)))
+                        Some(wait_long(&client, &k, &o).await)
                     }
                     End::Bounded => {
                         let (sql, wait) = (
@@ -469,14 +472,10 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
                         );
                         Some(client.query_one(sql, &[&k, &o, &wait]).await.map(|r| r.get(0)))
                     }
-                    End::HangUp => {
-                        let sql = "SELECT dlock_fast_acquire($1, $2, '10s', '60s')";
-                        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&k, &o];
-                        tokio::select! {
-                            r = client.query_one(sql, &params) => Some(r.map(|r| r.get(0))),
-                            _ = tokio::time::sleep(after) => None,
-                        }
-                    }
+                    End::HangUp => tokio::select! {
+                        r = wait_long(&client, &k, &o) => Some(r),
+                        _ = tokio::time::sleep(after) => None,
+                    },
                     End::Stay => unreachable!(),
                 };
                 (end, o, pid, result, client, driver)
@@ -492,11 +491,7 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
                 (End::HangUp, result) => {
                     assert!(result.is_none_or(|r| r.is_err()), "{o}: answered while held");
                     driver.abort();
-                    eventually(Duration::from_secs(10), "the hung-up backend ends", || async {
-                        let sql = "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)";
-                        observer.query_one(sql, &[&pid]).await.unwrap().get::<_, bool>(0)
-                    })
-                    .await;
+                    ended(&observer, pid).await;
                 }
                 (End::Bounded, Some(result)) => assert_eq!(result.unwrap(), None, "{o}"),
                 (End::Caught, Some(result)) => {
@@ -510,7 +505,7 @@ async fn waits_ending_at_random_moments_while_sessions_come_and_go_never_keep_a_
         for (_, pid, _) in &stayers {
             asleep(&observer, *pid).await;
         }
-        // Each release hands the key to one still waiting, in the order they joined the line.
+        // Each release hands the key to one still waiting, with a fence above the last.
         let mut previous = holder_owner;
         let mut fence = 0;
         while !stayers.is_empty() {
