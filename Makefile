@@ -67,10 +67,28 @@ demo: install
 # integration tests; `make test PG=18` runs the whole suite on 18.
 test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples
 ifeq ($(PG),15)
-	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-regress test-isolation test-integration
+	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-hostile
 	@$(MAKE) --no-print-directory test-package
 endif
 	@echo "make test: all suites passed"
+
+# The hostile-schema net (tests/fixtures/hostile): every cluster started for the pg_regress,
+# isolation, integration (the upgrade and primitives suites among them) and client suites, and
+# a chaos run, gets traps named like pg_catalog's operators and functions in a schema first on
+# the search_path of every role, database and session; the run fails if any trap ran inside a
+# statement of dlock's. (`make test` runs its PostgreSQL 18 pass this way.)
+HOSTILE_ENV := DLOCK_HOSTILE=1 PGOPTIONS='-c search_path=public,pg_catalog'
+.PHONY: test-hostile
+test-hostile: install
+	@rm -rf $(BUILD)/hostile/sprung.log $(BUILD)/hostile/clusters.log
+	@$(HOSTILE_ENV) $(MAKE) --no-print-directory test-regress test-isolation test-integration
+	$(HOSTILE_ENV) $(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload --primitives 2
+	@clusters=$$(wc -l <$(BUILD)/hostile/clusters.log 2>/dev/null || echo 0); \
+	 if [ -s $(BUILD)/hostile/sprung.log ]; then \
+	   echo "make test-hostile: traps sprang inside dlock's statements:" >&2; cat $(BUILD)/hostile/sprung.log >&2; exit 1; \
+	 fi; \
+	 if [ "$$clusters" -lt 10 ]; then echo "make test-hostile: only $$clusters clusters had the net" >&2; exit 1; fi; \
+	 echo "make test-hostile: $$clusters clusters with the net, no trap sprang"
 
 # Plain Rust unit tests (no PostgreSQL needed).
 test-unit: setup

@@ -144,7 +144,7 @@ async fn own_database(name: &str) -> (String, Session) {
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.expect("drop");
     admin.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create database");
     let session = cluster.connect_db("postgres", name).await;
-    session.batch_execute("CREATE EXTENSION dlock").await.expect("create extension");
+    session.batch_execute("CREATE EXTENSION dlock SCHEMA public").await.expect("create extension");
     (format!("postgresql://postgres@127.0.0.1:{}/{name}", cluster.port()), session)
 }
 

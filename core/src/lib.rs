@@ -8,6 +8,7 @@ pub mod error;
 pub mod key;
 pub mod lease;
 pub mod limits;
+pub mod pinned_sql;
 pub mod time;
 
 pub use error::{ArgError, DlockError, Share};

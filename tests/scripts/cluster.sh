@@ -4,11 +4,13 @@
 #   scripts/cluster.sh start DIR [postgresql.conf lines...]   initdb (if new) and start
 #   scripts/cluster.sh stop DIR [fast|immediate]                stop
 #   scripts/cluster.sh env DIR                                  print PGHOST/PGPORT/PGUSER exports
+#   scripts/cluster.sh plant DIR DB                             the hostile-schema net's traps into DB
 #   scripts/cluster.sh destroy DIR                              stop it and remove it (data too)
 #
 # The cluster lives in DIR, listens on a unix socket in DIR and on 127.0.0.1 at a free port,
 # and runs as the `postgres` user when we are root (initdb refuses root).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hostile.sh"
 
 # The binaries of the PostgreSQL whose pg_config is given: never a PG_BIN inherited from a caller
 # that meant another one.
@@ -52,7 +54,9 @@ start)
     fi
   fi
   dir=$(readlink -f "$dir")
+  new=
   if [ ! -f "$dir/data/PG_VERSION" ]; then
+    new=1
     as_owner "$PG_BIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
     port=$(free_port)
     {
@@ -85,6 +89,10 @@ start)
       exit 1
     done
   fi
+  # DLOCK_HOSTILE=1: the hostile-schema net (tests/scripts/hostile.sh), in a new cluster.
+  if [ -n "$new" ] && [ "${DLOCK_HOSTILE:-}" = 1 ]; then
+    hostile_install "$dir" "$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$dir/data/postgresql.conf" | tail -n 1)"
+  fi
   "$0" env "$dir"
   ;;
 stop)
@@ -95,11 +103,17 @@ stop)
   if [ -f "$dir/data/postmaster.pid" ]; then
     as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
   fi
+  hostile_collect "$dir"
   ;;
 destroy)
   "$0" stop "$dir" immediate
   if [ -L "$dir" ]; then rm -rf "$(readlink -f "$dir")"; fi
   rm -rf "$dir"
+  ;;
+plant)
+  # The hostile-schema net's traps into database $1 of a running cluster (tests/scripts/hostile.sh).
+  dir=$(readlink -f "$dir")
+  hostile_plant "$dir" "$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$dir/data/postgresql.conf" | tail -n 1)" "${1:?usage: cluster.sh plant DIR DB}"
   ;;
 env)
   dir=$(readlink -f "$dir")

@@ -179,6 +179,35 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cannot connect a listener to {host}:{port}: {e}"))
     }
 
+    /// Puts the hostile-schema net's traps (`tests/fixtures/hostile/`) into database `dbname`:
+    /// operators and functions named like pg_catalog's, in schema `public`, that log `dlock-trap sprung: ...` when they run inside one of dlock's statements (or in
+    /// a session with `dlock_trap.armed = on`). The database's search_path is left alone.
+    pub fn plant_traps(&self, dbname: &str) {
+        let out = Command::new("bash")
+            .arg(cluster_sh())
+            .arg("plant")
+            .arg(&self.dir)
+            .arg(dbname)
+            .output()
+            .expect("cannot run tests/scripts/cluster.sh plant");
+        assert!(
+            out.status.success(),
+            "cluster.sh plant {dbname} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The lines of the server log that say a trap of the hostile-schema net sprang in
+    /// database `dbname`.
+    pub fn sprung_traps(&self, dbname: &str) -> Vec<String> {
+        let log = fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let marker = format!("database {dbname})");
+        log.lines()
+            .filter(|l| l.contains("dlock-trap sprung") && l.contains(&marker))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The last `lines` lines of the server log, for failure messages.
     pub fn server_log_tail(&self, lines: usize) -> String {
         let log = fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
@@ -186,7 +215,7 @@ impl Cluster {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
-    /// `CREATE EXTENSION IF NOT EXISTS dlock`, from a thread of its own so that it works from
+    /// `CREATE EXTENSION IF NOT EXISTS dlock SCHEMA public`, from a thread of its own so that it works from
     /// synchronous code and from inside any tokio runtime alike.
     fn create_extension(&self) {
         let (host, port) = {
@@ -200,14 +229,20 @@ impl Cluster {
                 .expect("tokio runtime")
                 .block_on(async move {
                     let session = Session::connect(&host, port, "postgres").await?;
-                    session.batch_execute("CREATE EXTENSION IF NOT EXISTS dlock").await
+                    // Armed, the hostile-schema net reports any trap the install script runs.
+                    session
+                        .batch_execute(
+                            "SET dlock_trap.armed = on; CREATE EXTENSION IF NOT EXISTS dlock SCHEMA public; \
+                             RESET dlock_trap.armed",
+                        )
+                        .await
                 })
         })
         .join()
         .expect("CREATE EXTENSION thread panicked");
         if let Err(e) = result {
             panic!(
-                "CREATE EXTENSION dlock failed in {}: {e:?}\n--- server.log ---\n{}",
+                "CREATE EXTENSION dlock SCHEMA public failed in {}: {e:?}\n--- server.log ---\n{}",
                 self.dir.display(),
                 self.server_log_tail(40)
             );

@@ -72,6 +72,13 @@ impl Session {
     pub async fn connect_db(host: &str, port: u16, role: &str, dbname: &str) -> Result<Session, Error> {
         let mut config = tokio_postgres::Config::new();
         config.host(host).port(port).user(role).dbname(dbname).application_name("dlock-tests");
+        // A session's own settings (the hostile-schema net's search_path, `make test-hostile`),
+        // as libpq takes them.
+        if let Ok(options) = std::env::var("PGOPTIONS")
+            && !options.is_empty()
+        {
+            config.options(&options);
+        }
         let (client, connection) = config.connect(NoTls).await?;
         tokio::spawn(async move {
             let _ = connection.await;

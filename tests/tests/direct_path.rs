@@ -27,10 +27,18 @@ async fn an_index_added_to_the_lease_table_is_kept_up_to_date() {
         let s = &s;
         async move {
             s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").await.unwrap();
-            let plan = plan(s, "SELECT key FROM dlock_internal.lease WHERE owner = $1", &[&owner]).await;
+            let plan = plan(
+                s,
+                "SELECT key FROM dlock_internal.lease WHERE owner OPERATOR(pg_catalog.=) $1",
+                &[&owner],
+            )
+            .await;
             assert!(plan.contains("lease_by_owner"), "the query uses the added index: {plan}");
             let n: i64 = s
-                .query_one("SELECT count(*) FROM dlock_internal.lease WHERE owner = $1", &[&owner])
+                .query_one(
+                    "SELECT count(*) FROM dlock_internal.lease WHERE owner OPERATOR(pg_catalog.=) $1",
+                    &[&owner],
+                )
                 .await
                 .unwrap()
                 .get(0);
@@ -57,7 +65,7 @@ async fn a_session_follows_the_extension_dropped_and_created_again() {
     assert!(s.release(&k, &o).await.unwrap());
     let old: u32 = admin.query_one("SELECT 'dlock_internal.lease'::regclass::oid", &[]).await.unwrap().get(0);
 
-    admin.batch_execute("DROP EXTENSION dlock; CREATE EXTENSION dlock").await.unwrap();
+    admin.batch_execute("DROP EXTENSION dlock; CREATE EXTENSION dlock SCHEMA public").await.unwrap();
     let new: u32 = admin.query_one("SELECT 'dlock_internal.lease'::regclass::oid", &[]).await.unwrap().get(0);
     assert_ne!(old, new, "a new lease table");
     let fence = s.try_acquire(&k, &o, "30s").await.unwrap().expect("granted on the new table");
@@ -95,10 +103,15 @@ async fn both_indexes_hold_every_row_the_direct_path_writes() {
     }
     // And a read through the partial index finds exactly the session-bound leases still held.
     s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").await.unwrap();
-    let plan = plan(&s, "SELECT key FROM dlock_internal.lease WHERE expires_at = 'infinity'", &[]).await;
+    let plan = plan(
+        &s,
+        "SELECT key FROM dlock_internal.lease WHERE expires_at OPERATOR(pg_catalog.=) 'infinity'",
+        &[],
+    )
+    .await;
     assert!(plan.contains("lease_session_bound"), "the query uses the partial index: {plan}");
     let keys: Vec<String> = s
-        .query("SELECT key FROM dlock_internal.lease WHERE expires_at = 'infinity' ORDER BY key", &[])
+        .query("SELECT key FROM dlock_internal.lease WHERE expires_at OPERATOR(pg_catalog.=) 'infinity' ORDER BY key", &[])
         .await
         .unwrap()
         .iter()

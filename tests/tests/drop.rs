@@ -45,7 +45,7 @@ async fn drop_ends_every_wait(conf: &[&str]) {
     }
 
     // Created again: clean, for everyone.
-    admin.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    admin.batch_execute("CREATE EXTENSION dlock SCHEMA public").await.unwrap();
     let empty: i64 = admin.query_one("SELECT count(*) FROM dlock_locks", &[]).await.unwrap().get(0);
     assert_eq!(empty, 0, "no lease came back");
     let s = cluster.connect().await;

@@ -204,7 +204,7 @@ async fn a_lease_belongs_to_its_role_and_its_database() {
     config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("fast_other");
     let (other_db, connection) = config.connect(NoTls).await.unwrap();
     tokio::spawn(connection);
-    other_db.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    other_db.batch_execute("CREATE EXTENSION dlock SCHEMA public").await.unwrap();
     let there: Option<i64> = other_db
         .query_one("SELECT dlock_fast_acquire($1, $2, '2s')", &[&k, &owner(T, "elsewhere")])
         .await
@@ -404,7 +404,12 @@ async fn fences_of_a_key_grow_across_databases_restarts_and_used_up_epochs() {
     let cluster = Cluster::start_new("fast-epochs", &[PRELOAD, MAX_TTL]);
     let s = past_lock_delay(&cluster).await;
     s.batch_execute("CREATE DATABASE epochs_b").await.unwrap();
-    cluster.connect_db("postgres", "epochs_b").await.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    cluster
+        .connect_db("postgres", "epochs_b")
+        .await
+        .batch_execute("CREATE EXTENSION dlock SCHEMA public")
+        .await
+        .unwrap();
     // Database A has handed out many more durable fences than B (0.1.0 drew fast epochs from
     // the database's own fence sequence, so B's were lower).
     s.batch_execute("SELECT count(dlock_acquire('a' || g, 'o', '1 hour')) FROM generate_series(1, 3000) g")
@@ -462,7 +467,12 @@ async fn one_role_or_database_cannot_take_the_table_from_the_others() {
         .await
         .unwrap();
     superuser.batch_execute("CREATE DATABASE shares_b").await.unwrap();
-    cluster.connect_db("postgres", "shares_b").await.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    cluster
+        .connect_db("postgres", "shares_b")
+        .await
+        .batch_execute("CREATE EXTENSION dlock SCHEMA public")
+        .await
+        .unwrap();
     let take = |s: &'static Session, prefix: &'static str, n: usize, ttl: &'static str| async move {
         for i in 0..n {
             let k = format!("{prefix}{i}");

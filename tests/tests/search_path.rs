@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use dlock_tests::{Cluster, Session, SqlState, expect_sqlstate, finish, key, owner, wait_for_waiters};
 
-/// Objects in `public` that log to `public.shadow_log` and answer wrongly when invoked.
+/// Objects in `public` that log to `public.shadow_log` and answer wrongly when invoked (in
+/// place of the hostile-schema net's traps of the same names, under `make test-hostile`).
 const PUBLIC_SHADOWS: &str = r#"
 CREATE TABLE public.shadow_log (what text NOT NULL);
 CREATE TABLE public.lease (key text, owner text, fence bigint, hold_count integer,
@@ -16,56 +17,63 @@ CREATE TABLE public.lease (key text, owner text, fence bigint, hold_count intege
 CREATE TABLE public.dlock_lease (key text, owner text, fence bigint);
 CREATE SEQUENCE public.fence_seq;
 
-CREATE FUNCTION public.shadow(what text) RETURNS void LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow(what text) RETURNS void LANGUAGE plpgsql AS
   $$BEGIN INSERT INTO public.shadow_log VALUES (what); END$$;
 
-CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.now()'); RETURN '2000-01-01'; END$$;
-CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.clock_timestamp()'); RETURN '2000-01-01'; END$$;
-CREATE FUNCTION public.statement_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.statement_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.statement_timestamp()'); RETURN '2000-01-01'; END$$;
-CREATE FUNCTION public.transaction_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.transaction_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.transaction_timestamp()'); RETURN '2000-01-01'; END$$;
-CREATE FUNCTION public.nextval(regclass) RETURNS bigint LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.nextval(regclass) RETURNS bigint LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.nextval(regclass)'); RETURN 1; END$$;
-CREATE FUNCTION public.pg_backend_pid() RETURNS integer LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.pg_backend_pid() RETURNS integer LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.pg_backend_pid()'); RETURN 0; END$$;
-CREATE FUNCTION public.hashtext(text) RETURNS integer LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.hashtext(text) RETURNS integer LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.hashtext(text)'); RETURN 0; END$$;
-CREATE FUNCTION public.length(text) RETURNS integer LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.length(text) RETURNS integer LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.length(text)'); RETURN 1; END$$;
-CREATE FUNCTION public.octet_length(text) RETURNS integer LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.octet_length(text) RETURNS integer LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.octet_length(text)'); RETURN 1; END$$;
-CREATE FUNCTION public.pg_try_advisory_xact_lock(bigint) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.pg_try_advisory_xact_lock(bigint) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.pg_try_advisory_xact_lock(bigint)'); RETURN true; END$$;
-CREATE FUNCTION public.pg_try_advisory_lock(bigint) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.pg_try_advisory_lock(bigint) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.pg_try_advisory_lock(bigint)'); RETURN true; END$$;
-CREATE FUNCTION public.pg_has_role(name, text) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.pg_has_role(name, text) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.pg_has_role(name,text)'); RETURN true; END$$;
-CREATE FUNCTION public.pg_has_role(name, name, text) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.pg_has_role(name, name, text) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.pg_has_role(name,name,text)'); RETURN true; END$$;
 
-CREATE FUNCTION public.shadow_text_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_text_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.=(text,text)'); RETURN true; END$$;
+DROP OPERATOR IF EXISTS public.= (text, text);
 CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.shadow_text_eq);
-CREATE FUNCTION public.shadow_bigint_eq(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_bigint_eq(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.=(bigint,bigint)'); RETURN true; END$$;
+DROP OPERATOR IF EXISTS public.= (bigint, bigint);
 CREATE OPERATOR public.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.shadow_bigint_eq);
-CREATE FUNCTION public.shadow_tstz_lt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_tstz_lt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.<(timestamptz,timestamptz)'); RETURN false; END$$;
+DROP OPERATOR IF EXISTS public.< (timestamptz, timestamptz);
 CREATE OPERATOR public.< (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.shadow_tstz_lt);
-CREATE FUNCTION public.shadow_tstz_gt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_tstz_gt(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.>(timestamptz,timestamptz)'); RETURN false; END$$;
+DROP OPERATOR IF EXISTS public.> (timestamptz, timestamptz);
 CREATE OPERATOR public.> (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.shadow_tstz_gt);
-CREATE FUNCTION public.shadow_tstz_le(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_tstz_le(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.<=(timestamptz,timestamptz)'); RETURN true; END$$;
+DROP OPERATOR IF EXISTS public.<= (timestamptz, timestamptz);
 CREATE OPERATOR public.<= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.shadow_tstz_le);
-CREATE FUNCTION public.shadow_tstz_ge(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_tstz_ge(timestamptz, timestamptz) RETURNS boolean LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.>=(timestamptz,timestamptz)'); RETURN true; END$$;
+DROP OPERATOR IF EXISTS public.>= (timestamptz, timestamptz);
 CREATE OPERATOR public.>= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.shadow_tstz_ge);
-CREATE FUNCTION public.shadow_tstz_plus(timestamptz, interval) RETURNS timestamptz LANGUAGE plpgsql AS
+CREATE OR REPLACE FUNCTION public.shadow_tstz_plus(timestamptz, interval) RETURNS timestamptz LANGUAGE plpgsql AS
   $$BEGIN PERFORM public.shadow('public.+(timestamptz,interval)'); RETURN '2000-01-01'; END$$;
+DROP OPERATOR IF EXISTS public.+ (timestamptz, interval);
 CREATE OPERATOR public.+ (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.shadow_tstz_plus);
 "#;
 

@@ -274,12 +274,21 @@ async fn a_database_owner_dumps_and_restores_the_fence_position() {
     let superuser = cluster().connect().await;
     roles(&superuser, &["dump_owner"], &[], &[]).await;
     for db in ["dump_src", "dump_dst"] {
-        superuser.batch_execute(&format!("CREATE DATABASE {db} OWNER dump_owner")).await.unwrap();
+        // From template0: what `make test-hostile` plants in template1 is for other tests.
+        superuser
+            .batch_execute(&format!("CREATE DATABASE {db} OWNER dump_owner TEMPLATE template0"))
+            .await
+            .unwrap();
     }
     // On a managed service an administrator creates the extension; the database owner, no
     // superuser, uses it, dumps and restores.
     for db in ["dump_src", "dump_dst"] {
-        cluster().connect_db("postgres", db).await.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+        cluster()
+            .connect_db("postgres", db)
+            .await
+            .batch_execute("CREATE EXTENSION dlock SCHEMA public")
+            .await
+            .unwrap();
     }
     let owner = cluster().connect_db("dump_owner", "dump_src").await;
     let mut last = 0;
@@ -374,7 +383,7 @@ async fn a_dba_decides_who_may_use_dlock() {
     // The recipe of the docs, for an installation in public.
     admin
         .batch_execute(
-            "CREATE EXTENSION dlock; \
+            "CREATE EXTENSION dlock SCHEMA public; \
              REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC; \
              REVOKE SELECT ON public.dlock_locks FROM PUBLIC; \
              GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO use_app; \

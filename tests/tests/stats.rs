@@ -21,7 +21,7 @@ async fn database(cluster: &Cluster, name: &str) -> Session {
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
     admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
     let s = cluster.connect_db("postgres", name).await;
-    s.batch_execute("CREATE EXTENSION dlock").await.unwrap();
+    s.batch_execute("CREATE EXTENSION dlock SCHEMA public").await.unwrap();
     s
 }
 

@@ -99,19 +99,30 @@ fn differences(expected: &[String], got: &[String]) -> String {
 
 #[tokio::test]
 async fn an_update_from_0_1_0_keeps_live_leases_and_matches_a_fresh_install() {
+    update_keeps_live_leases_and_matches_a_fresh_install("0.1.0").await;
+}
+
+#[tokio::test]
+async fn an_update_from_0_2_0_keeps_live_leases_and_matches_a_fresh_install() {
+    update_keeps_live_leases_and_matches_a_fresh_install("0.2.0").await;
+}
+
+async fn update_keeps_live_leases_and_matches_a_fresh_install(from: &str) {
     let cluster = Cluster::shared();
     let superuser = cluster.connect().await;
-    let fresh = create_database(&superuser, cluster, "upgrade_fresh", "CREATE EXTENSION dlock").await;
+    let suffix = from.replace('.', "_");
+    let (fresh_db, old_db) = (format!("upgrade_fresh_{suffix}"), format!("upgrade_old_{suffix}"));
+    let fresh = create_database(&superuser, cluster, &fresh_db, "CREATE EXTENSION dlock SCHEMA public").await;
     assert_eq!(version(&fresh).await, CURRENT);
-    let admin =
-        create_database(&superuser, cluster, "upgrade_old", "CREATE EXTENSION dlock VERSION '0.1.0'").await;
-    assert_eq!(version(&admin).await, "0.1.0");
-    admin.batch_execute("ALTER DATABASE upgrade_old SET dlock.max_ttl = '2 hours'").await.unwrap();
+    let install = format!("CREATE EXTENSION dlock SCHEMA public VERSION '{from}'");
+    let admin = create_database(&superuser, cluster, &old_db, &install).await;
+    assert_eq!(version(&admin).await, from);
+    admin.batch_execute(&format!("ALTER DATABASE {old_db} SET dlock.max_ttl = '2 hours'")).await.unwrap();
 
-    // Leases of 0.1.0: a session-bound one (its session stays connected), TTL ones, and fences
-    // already handed out.
-    let bound = cluster.connect_db("postgres", "upgrade_old").await;
-    let ttl = cluster.connect_db("postgres", "upgrade_old").await;
+    // Leases of the old release: a session-bound one (its session stays connected), TTL ones,
+    // and fences already handed out.
+    let bound = cluster.connect_db("postgres", &old_db).await;
+    let ttl = cluster.connect_db("postgres", &old_db).await;
     for i in 0..5 {
         let fence = ttl.try_acquire(&format!("churn{i}"), "o", "1 hour").await.unwrap().unwrap();
         assert!(ttl.release(&format!("churn{i}"), "o").await.unwrap(), "fence {fence}");
@@ -134,7 +145,7 @@ async fn an_update_from_0_1_0_keeps_live_leases_and_matches_a_fresh_install() {
     assert!(next > bound_fence.max(ttl_fence), "fence {next} after {bound_fence}, {ttl_fence}");
     assert!(bound.release("bound", "b").await.unwrap());
     let setting: String = cluster
-        .connect_db("postgres", "upgrade_old")
+        .connect_db("postgres", &old_db)
         .await
         .query_one("SHOW dlock.max_ttl", &[])
         .await
@@ -151,9 +162,13 @@ async fn an_update_from_0_1_0_keeps_live_leases_and_matches_a_fresh_install() {
 async fn a_failed_update_changes_nothing() {
     let cluster = Cluster::shared();
     let superuser = cluster.connect().await;
-    let admin =
-        create_database(&superuser, cluster, "upgrade_failed", "CREATE EXTENSION dlock VERSION '0.1.0'")
-            .await;
+    let admin = create_database(
+        &superuser,
+        cluster,
+        "upgrade_failed",
+        "CREATE EXTENSION dlock SCHEMA public VERSION '0.1.0'",
+    )
+    .await;
     let before = catalog(&admin).await;
     // The update's last check refuses a fence sequence at 2^42 (0.2.0's fast-mode fences could
     // then be lower than 0.1.0's): everything the script did before it is undone.
@@ -171,7 +186,8 @@ async fn a_failed_update_changes_nothing() {
 async fn an_update_to_an_unknown_version_is_refused() {
     let cluster = Cluster::shared();
     let superuser = cluster.connect().await;
-    let admin = create_database(&superuser, cluster, "upgrade_unknown", "CREATE EXTENSION dlock").await;
+    let admin =
+        create_database(&superuser, cluster, "upgrade_unknown", "CREATE EXTENSION dlock SCHEMA public").await;
     let before = catalog(&admin).await;
     let refused = admin.batch_execute("ALTER EXTENSION dlock UPDATE TO '9.9'").await;
     let message = refused.as_ref().err().and_then(|e| e.as_db_error()).map(|e| e.message().to_string());
@@ -209,7 +225,7 @@ async fn a_dump_restores_into_a_fresh_database_with_its_fence_position() {
     let cluster = Cluster::shared();
     let superuser = cluster.connect().await;
     for (source, from) in [("dump_from_old", "0.1.0"), ("dump_from_current", CURRENT)] {
-        let install = format!("CREATE EXTENSION dlock VERSION '{from}'");
+        let install = format!("CREATE EXTENSION dlock SCHEMA public VERSION '{from}'");
         let s = create_database(&superuser, cluster, source, &install).await;
         let mut last = 0;
         for i in 0..50 {
@@ -222,7 +238,8 @@ async fn a_dump_restores_into_a_fresh_database_with_its_fence_position() {
         run(cluster, "pg_dump", &["-f", &plain, source]);
         for (target, restore) in [("restored_custom", "pg_restore"), ("restored_plain", "psql")] {
             let target = format!("{target}_{source}");
-            superuser.batch_execute(&format!("CREATE DATABASE {target}")).await.unwrap();
+            // From template0, as pg_restore's documentation says: the dump brings all of it.
+            superuser.batch_execute(&format!("CREATE DATABASE {target} TEMPLATE template0")).await.unwrap();
             match restore {
                 "pg_restore" => run(cluster, "pg_restore", &["--exit-on-error", "-d", &target, &custom]),
                 _ => {

@@ -107,7 +107,9 @@ pub fn release_all(owner: &str, role: u32) -> i32 {
     })
 }
 
-/// `dlock_force_release`: frees the key whoever holds it (every holder); admins only.
+/// `dlock_force_release`: frees the key whoever holds it (every holder), and ends a lock-delay
+/// that holds it back after an expiry (else any role could keep any key from everyone for up
+/// to `dlock.max_ttl` with one short lease); admins only. Whether there was anything to free.
 pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
     if !role::is_admin(role) {
         return Err(DlockError::NotAdmin { function: "dlock_force_release" });
@@ -117,12 +119,27 @@ pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
     spi::connect(|spi| {
         let rows = store::read(spi, key);
         let state = liveness::state(&rows, now());
-        if state.live.is_empty() {
+        if state.is_free() {
             keylock::unlock_key(hash);
             return Ok(false);
         }
         let eligible = durability::release_eligible();
         let now = now();
+        for lease in &state.held_back_by {
+            pgrx::log!(
+                "dlock: key {key:?}: lock-delay ended by {} (owner {:?}, fence {}, role {}, {:.3} s of it left)",
+                role::name(role),
+                lease.owner,
+                lease.fence,
+                role::name(lease.role),
+                (lease.delay_ends() - now) as f64 / 1e6,
+            );
+            store::delete(spi, key, &lease.owner);
+        }
+        if !state.held_back_by.is_empty() {
+            // The head sleeps until the delay's end: wake it at commit.
+            wakeups::wake_at_commit(hash);
+        }
         for lease in &state.live {
             let left = if lease.is_session_bound() {
                 "bound to its session".to_string()

@@ -113,6 +113,13 @@ pub fn may_fence_others(role: u32) -> bool {
     is_admin(role) || (!restricted() && has_privs_of(role, c"dlock_fencer"))
 }
 
+/// May see every database's counts in `dlock_stats` (others see their own database's):
+/// administrators and roles with the privileges of `pg_read_all_stats` (which `pg_monitor`
+/// has), as for `pg_stat_activity` — never inside a security-restricted operation.
+pub fn sees_all_databases(role: u32) -> bool {
+    is_admin(role) || (!restricted() && has_privs_of(role, c"pg_read_all_stats"))
+}
+
 /// The name of a role, for log lines.
 pub fn name(role: u32) -> String {
     // SAFETY: noerr lookup; NULL for a dropped role.

@@ -3,12 +3,33 @@
 //! transaction must still see the lease a concurrent session committed a moment ago, exactly
 //! as PostgreSQL's own foreign-key checks do (`SPI_execute_snapshot`). Statements only ever
 //! receive values as parameters (`$1`), never by string formatting.
+//!
+//! Every statement is planned and run under dlock's own `search_path` ([`PINNED_SEARCH_PATH`]),
+//! whatever the session's, the role's or the database's is, and wherever it runs: in a SQL
+//! function, at commit, in a background worker. A kept plan is analysed again whenever the
+//! `search_path` differs from the one it was made under, so without the pin a statement run at
+//! commit, after the caller's `SET LOCAL search_path`, would resolve its operators and
+//! functions through schemas the caller controls while running as the lease table's owner.
+//! The statements also name every operator `OPERATOR(pg_catalog.…)` and every type and
+//! function by its schema (`store/statements.rs`, checked by a test there), so neither defence
+//! depends on the other. Fast mode's functions run no SQL at all: [`forbid_sql`].
 
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::{FromDatum, IntoDatum};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
+
+/// The `search_path` dlock's statements are planned and run under: its SQL functions pin the
+/// same (`#[search_path]`), so inside them nothing needs setting. `pg_temp` explicitly last, so
+/// that no temporary object is ever found before `pg_catalog`'s (PostgreSQL never looks up
+/// functions or operators in `pg_temp` at all).
+pub const PINNED_SEARCH_PATH: &CStr = c"pg_catalog, dlock_internal, pg_temp";
+
+/// Marks every statement dlock runs, so that its text says whose it is in `pg_stat_activity`,
+/// in error contexts and in the hostile-schema test net (which tells dlock's statements from
+/// a test's own by it).
+pub const MARK: &str = "/* dlock */ ";
 
 /// One SQL statement and the types of its parameters.
 pub struct Statement {
@@ -26,7 +47,17 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
     if let Some(plan) = PLANS.with(|p| p.borrow().get(&id).copied()) {
         return plan;
     }
-    let sql = CString::new(stmt.sql).expect("statement text has no NUL");
+    // A statement that could resolve anything through a search_path never runs (checked once
+    // per backend, when it is first planned).
+    let unpinned = dlock_core::pinned_sql::unpinned(stmt.sql);
+    if !unpinned.is_empty() {
+        pgrx::error!(
+            "dlock: internal error: statement not pinned to pg_catalog ({}): {}",
+            unpinned.join("; "),
+            stmt.sql
+        );
+    }
+    let sql = CString::new(format!("{MARK}{}", stmt.sql)).expect("statement text has no NUL");
     // A generic plan, made once: every statement here is a lookup whose best plan does not
     // depend on its parameters, and a custom plan would be planned again on every call.
     // SAFETY: called inside an SPI connection; argtypes outlives the call.
@@ -92,6 +123,9 @@ pub fn connect<R>(f: impl FnOnce(&Spi) -> R) -> R {
 
 impl Spi {
     fn ensure_connected(&self) {
+        if SQL_FORBIDDEN.with(Cell::get) {
+            pgrx::error!("dlock: internal error: SQL inside a function that must run none");
+        }
         if !self.connected.replace(true) {
             // SAFETY: plain SPI protocol, closed by `connect`.
             unsafe {
@@ -105,6 +139,10 @@ impl Spi {
     fn run(&self, stmt: &'static Statement, args: &[Option<Datum>]) -> u64 {
         assert_eq!(args.len(), stmt.args.len(), "argument count of {}", stmt.sql);
         self.ensure_connected();
+        with_pinned_search_path(|| self.run_pinned(stmt, args))
+    }
+
+    fn run_pinned(&self, stmt: &'static Statement, args: &[Option<Datum>]) -> u64 {
         let plan = plan(stmt);
         let mut values: Vec<Datum> = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
         let nulls: Vec<std::ffi::c_char> =
@@ -152,4 +190,43 @@ impl Spi {
     pub fn execute(&self, stmt: &'static Statement, args: &[Option<Datum>]) -> u64 {
         self.run(stmt, args)
     }
+}
+
+/// Runs `f` with `search_path` set to [`PINNED_SEARCH_PATH`] (in a GUC nest level of its own,
+/// as a function's SET clause does), unless it is that already: inside dlock's SQL functions,
+/// which pin the same path, this costs one string comparison.
+fn with_pinned_search_path<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the GUC's current value, a NUL-terminated string owned by guc.c (or NULL before
+    // the GUCs are set up, which never happens in a backend running SQL).
+    let current = unsafe {
+        let path = pg_sys::namespace_search_path;
+        (!path.is_null()).then(|| CStr::from_ptr(path))
+    };
+    if current == Some(PINNED_SEARCH_PATH) {
+        return f();
+    }
+    crate::pg::guc::nested(|| {
+        // SAFETY: `nested` opened the nest level this setting is saved in.
+        unsafe { crate::pg::guc::set_saved(c"search_path", PINNED_SEARCH_PATH.to_str().expect("ASCII")) };
+        f()
+    })
+}
+
+thread_local! {
+    /// Set while a function that must run no SQL runs (`forbid_sql`).
+    static SQL_FORBIDDEN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (fast mode's functions) with every SQL statement refused: they touch only shared
+/// memory, which is why they pin no `search_path` (a SET clause would cost about 15 % of their
+/// throughput), and this keeps it so. An error unwinding out of `f` clears the mark too.
+pub fn forbid_sql<R>(f: impl FnOnce() -> R) -> R {
+    struct Allow(bool);
+    impl Drop for Allow {
+        fn drop(&mut self) {
+            SQL_FORBIDDEN.with(|s| s.set(self.0));
+        }
+    }
+    let _allow = Allow(SQL_FORBIDDEN.with(|s| s.replace(true)));
+    f()
 }

@@ -157,3 +157,26 @@ pub unsafe fn procs_of(vxids: &[pg_sys::VirtualTransactionId]) -> Vec<&'static m
         }
     }
 }
+
+/// Whether a background worker may connect as a role that cannot log in (17 added
+/// `BGWORKER_BYPASS_ROLELOGINCHECK`), and the flag that says so.
+#[cfg(feature = "pg15")]
+pub const BGWORKER_ANY_ROLE: bool = false;
+#[cfg(feature = "pg15")]
+pub const BGWORKER_ANY_ROLE_FLAG: u32 = 0;
+#[cfg(not(feature = "pg15"))]
+pub const BGWORKER_ANY_ROLE: bool = true;
+#[cfg(not(feature = "pg15"))]
+pub const BGWORKER_ANY_ROLE_FLAG: u32 = pg_sys::BGWORKER_BYPASS_ROLELOGINCHECK;
+
+/// Whether `role` owns extension `extension` (or is a superuser): 16 replaced the per-kind
+/// ownership checks with `object_ownercheck`.
+pub fn owns_extension(extension: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog lookup inside a transaction.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return pg_sys::pg_extension_ownercheck(extension, role);
+        #[cfg(not(feature = "pg15"))]
+        return pg_sys::object_ownercheck(pg_sys::ExtensionRelationId, extension, role);
+    }
+}

@@ -1,11 +1,16 @@
 -- dlock's private state. PUBLIC can neither read nor write it: every access goes through the
 -- functions of this extension, which run their own statements on it as its owner.
+--
+-- Every name here that PostgreSQL would look up along the search_path is written with its
+-- schema (operators as OPERATOR(pg_catalog.=)): this script runs under the installer's
+-- search_path, where a role that may create objects in the target schema could have put an
+-- operator that out-ranks pg_catalog's, to be bound into a view or a constraint for good.
 CREATE SCHEMA dlock_internal;
 REVOKE ALL ON SCHEMA dlock_internal FROM PUBLIC;
 
 -- Fence tokens: one WAL-logged sequence, so a fence only ever grows, for every key, across
 -- releases, expiries, crashes, restarts and failover to a synchronous standby.
-CREATE SEQUENCE dlock_internal.fence_seq AS bigint MINVALUE 1 NO CYCLE;
+CREATE SEQUENCE dlock_internal.fence_seq AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
 -- pg_dump carries its position along (a dump restored elsewhere must not hand out old fences
 -- again); the leases themselves are not dumped: they belong to the running cluster.
 SELECT pg_catalog.pg_extension_config_dump('dlock_internal.fence_seq', '');
@@ -13,21 +18,24 @@ SELECT pg_catalog.pg_extension_config_dump('dlock_internal.fence_seq', '');
 -- One row per holder of a key: one exclusive lease (or an election's leader), or any number
 -- of shared ones.
 CREATE TABLE dlock_internal.lease (
-    key         text COLLATE "C" NOT NULL,              -- byte-exact: look-alikes stay distinct
-    owner       text COLLATE "C" NOT NULL,
-    role        oid NOT NULL,                           -- the role that took the lease
-    fence       bigint NOT NULL,
-    hold_count  integer NOT NULL CHECK (hold_count > 0),
-    acquired_at timestamptz NOT NULL,
-    expires_at  timestamptz NOT NULL,                   -- 'infinity': bound to a session
-    holder_pid  integer NOT NULL,
-    kind        "char" NOT NULL DEFAULT 'x' CHECK (kind IN ('x', 's', 'e')),  -- exclusive, shared, leader
-    max_holders integer CHECK (max_holders > 0),        -- a semaphore's permits (shared leases)
-    lock_delay  interval NOT NULL DEFAULT '0',          -- the key stays held back this long after expiry
-    info        text,                                   -- an election leader's info
+    key         pg_catalog.text COLLATE pg_catalog."C" NOT NULL,  -- byte-exact: look-alikes stay distinct
+    owner       pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+    role        pg_catalog.oid NOT NULL,                -- the role that took the lease
+    fence       pg_catalog.int8 NOT NULL,
+    hold_count  pg_catalog.int4 NOT NULL CHECK (hold_count OPERATOR(pg_catalog.>) 0),
+    acquired_at pg_catalog.timestamptz NOT NULL,
+    expires_at  pg_catalog.timestamptz NOT NULL,        -- 'infinity': bound to a session
+    holder_pid  pg_catalog.int4 NOT NULL,
+    -- exclusive, shared, leader
+    kind        pg_catalog."char" NOT NULL DEFAULT 'x'::pg_catalog."char"
+                CHECK (kind OPERATOR(pg_catalog.=) ANY (ARRAY['x', 's', 'e']::pg_catalog."char"[])),
+    max_holders pg_catalog.int4 CHECK (max_holders OPERATOR(pg_catalog.>) 0),  -- a semaphore's permits (shared leases)
+    lock_delay  pg_catalog.interval NOT NULL DEFAULT '0'::pg_catalog.interval,  -- the key stays held back this long after expiry
+    info        pg_catalog.text,                        -- an election leader's info
     CONSTRAINT lease_pkey PRIMARY KEY (key, owner)
 ) WITH (fillfactor = 80);
-CREATE INDEX lease_session_bound ON dlock_internal.lease (key) WHERE expires_at = 'infinity';
+CREATE INDEX lease_session_bound ON dlock_internal.lease (key)
+    WHERE expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz;
 REVOKE ALL ON dlock_internal.lease, dlock_internal.fence_seq FROM PUBLIC;
 -- The database's owner (not only a superuser) may dump and restore the fence position with
 -- pg_dump: reading it and setting it (setval) are all it may do here. Setting it back would let
@@ -39,7 +47,7 @@ GRANT SELECT, UPDATE ON SEQUENCE dlock_internal.fence_seq TO pg_database_owner;
 -- outlives DROP EXTENSION on purpose (grants to it may exist in other databases).
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dlock_admin') THEN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'dlock_admin'::pg_catalog.name) THEN
         CREATE ROLE dlock_admin NOLOGIN;
     END IF;
 END
@@ -49,7 +57,7 @@ $$;
 -- Cluster-wide, like dlock_admin.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dlock_fencer') THEN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'dlock_fencer'::pg_catalog.name) THEN
         CREATE ROLE dlock_fencer NOLOGIN;
     END IF;
 END

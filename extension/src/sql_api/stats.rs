@@ -17,10 +17,14 @@ mod dlock_internal {
     /// Every count of every database that has any, one row per (database, counter): the
     /// counters of `stats::COUNTERS`, `wait_count` and `wait_sum_us`, the wait histogram as
     /// cumulative `wait_le_<ms>` counts (and `wait_le_inf`), and fast mode's `fast_leases` (the
-    /// database's entries) and `fast_capacity`. Read by the `dlock_stats` view.
+    /// database's entries) and `fast_capacity`. Read by the `dlock_stats` view. Only the
+    /// caller's own database unless it may see them all (`role::sees_all_databases`): other
+    /// databases' names and activity are other tenants' business.
     #[pg_extern(volatile, parallel_safe)]
     #[search_path(pg_catalog, dlock_internal, pg_temp)]
-    fn stats() -> TableIterator<
+    fn stats(
+        fcinfo: pg_sys::FunctionCallInfo,
+    ) -> TableIterator<
         'static,
         (
             name!(database, Option<pg_sys::Oid>),
@@ -30,7 +34,9 @@ mod dlock_internal {
         ),
     > {
         let mut rows = Vec::new();
-        for db in stats::snapshot() {
+        let all = role::sees_all_databases(role::caller(fcinfo));
+        let own = crate::pg::backend::database().to_u32();
+        for db in stats::snapshot().into_iter().filter(|db| all || db.database == Some(own)) {
             let database = db.database.map(pg_sys::Oid::from);
             let since = timestamptz(db.since);
             let mut push = |name: String, value: i64| rows.push((database, since, name, value));

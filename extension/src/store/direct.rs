@@ -45,19 +45,31 @@ fn relations() -> Result<Relations, Fallback> {
     relation::relations().filter(|r| r.shape == relation::Shape::Exact).ok_or(Fallback)
 }
 
+/// What the table is opened for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Reading rows: in any transaction, read-only ones included (a read there never falls
+    /// back to SQL).
+    Read,
+    /// Writing rows, the partial index of session-bound rows too if `session_bound_row`: in a
+    /// transaction that may write (a read-only one gets the executor's 25006 from SQL).
+    Write { session_bound_row: bool },
+}
+
 impl Table {
     /// Opens the table if it is exactly as dlock created it (its columns, and two indexes,
-    /// ours), in a transaction that may write (a read-only one gets the executor's 25006 from
-    /// SQL).
-    fn open(session_bound_row: bool) -> Result<Table, Fallback> {
+    /// ours).
+    fn open(access: Access) -> Result<Table, Fallback> {
+        let write = access != Access::Read;
         // SAFETY: catalog lookups and relation opens inside a transaction; locks are kept
         // until it ends, as the executor keeps them.
         unsafe {
-            if pg_sys::XactReadOnly || pg_sys::IsInParallelMode() {
+            if (write && pg_sys::XactReadOnly) || pg_sys::IsInParallelMode() {
                 return Err(Fallback);
             }
+            let lock = if write { pg_sys::RowExclusiveLock } else { pg_sys::AccessShareLock } as i32;
             let Relations { table, pkey, session_bound, sequence, .. } = relations()?;
-            let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as i32);
+            let rel = pg_sys::table_open(table, lock);
             let indexes = pg_sys::RelationGetIndexList(rel);
             let oids: Vec<Oid> = match indexes.as_ref() {
                 None => Vec::new(),
@@ -69,11 +81,11 @@ impl Table {
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return Err(Fallback);
             }
+            let session_bound_row = matches!(access, Access::Write { session_bound_row: true });
             Ok(Table {
                 rel,
-                pkey: pg_sys::index_open(pkey, pg_sys::RowExclusiveLock as i32),
-                session_bound: session_bound_row
-                    .then(|| pg_sys::index_open(session_bound, pg_sys::RowExclusiveLock as i32)),
+                pkey: pg_sys::index_open(pkey, lock),
+                session_bound: session_bound_row.then(|| pg_sys::index_open(session_bound, lock)),
                 sequence,
             })
         }
@@ -242,6 +254,43 @@ impl Pages {
         }
     }
 
+    /// (election, term, expires_at) of every election's leader with a TTL, live or expired: a
+    /// sequential scan of the whole table, as the SQL statement's plan is (a handful of rows
+    /// match, one per election).
+    pub fn leaders(&self) -> Vec<(String, i64, Timestamp)> {
+        let am = self.am;
+        let (Some(begin), Some(next), Some(end)) = (am.scan_begin, am.scan_getnextslot, am.scan_end) else {
+            return Vec::new();
+        };
+        // SAFETY: a table AM scan with a registered snapshot, as the executor's sequential scan
+        // does; released before returning (an error releases it with the transaction).
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+            let scan = begin(self.rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
+            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
+            let mut leaders = Vec::new();
+            while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                let leader = column::<i8>(slot, KIND) == Some(Kind::Leader.code() as i8);
+                if let (true, Some(key), Some(fence), Some(expires_at)) = (
+                    leader,
+                    column::<String>(slot, KEY),
+                    column::<i64>(slot, FENCE),
+                    column::<i64>(slot, EXPIRES_AT),
+                ) && expires_at < INFINITY
+                {
+                    leaders.push((key, fence, expires_at));
+                }
+            }
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            end(scan);
+            pg_sys::UnregisterSnapshot(snapshot);
+            leaders
+        }
+    }
+
     pub fn close(self) {
         // SAFETY: closes what `open` opened; the lock stays until the transaction ends.
         unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as i32) };
@@ -250,7 +299,7 @@ impl Pages {
 
 /// Every row of `key` (of `owner` only, if given), in fence order (as `statements::read`).
 pub fn read(key: &str, owner: Option<&str>) -> Result<Vec<Lease>, Fallback> {
-    let table = Table::open(false)?;
+    let table = Table::open(Access::Read)?;
     let mut rows = Vec::new();
     table.scan(key, owner, |slot| {
         if let Some(slot) = slot {
@@ -300,7 +349,7 @@ pub enum Unless {
 
 /// Inserts a new lease unless rows stop it; its fence, or `None` when one does.
 pub fn try_insert(new: &NewLease, unless: Unless) -> Result<Option<i64>, Fallback> {
-    let table = Table::open(new.expires_at == INFINITY)?;
+    let table = Table::open(Access::Write { session_bound_row: new.expires_at == INFINITY })?;
     let owner = match unless {
         Unless::KeyHasRows => None,
         Unless::OwnerHasRow => Some(new.owner),
@@ -374,7 +423,7 @@ pub fn delete_last_hold(
     now: Timestamp,
     only: Option<Kind>,
 ) -> Result<Option<Kind>, Fallback> {
-    let table = Table::open(false)?;
+    let table = Table::open(Access::Write { session_bound_row: false })?;
     let deleted = table.with_row(key, Some(owner), |row| {
         let slot = row?;
         let expires_at: Option<i64> = column(slot, EXPIRES_AT);

@@ -16,7 +16,7 @@ use dlock_core::lease::Kind;
 
 pub use row::NewLease;
 pub use statements::{
-    all, decrement, delete, keys_of_owner, leaders, reenter, session_bound_keys, set_expiry, waiters,
+    all, decrement, delete, keys_of_owner, reenter, session_bound_keys, set_expiry, waiters,
 };
 
 /// Every row of `key`, in fence order: directly from the table when it can, else by SQL.
@@ -79,4 +79,18 @@ pub fn expired_on_random_page(spi: &Spi, n: u32, now: Timestamp) -> Vec<(String,
         }),
     };
     keys.unwrap_or_default()
+}
+
+/// (election, term, expires_at) of every election's leader with a TTL, live or expired:
+/// directly from the table when it can (the election watch then runs no SQL at all), else by
+/// SQL.
+pub fn leaders(spi: &Spi) -> Vec<(String, i64, Timestamp)> {
+    match direct::Pages::open() {
+        Ok(table) => {
+            let leaders = table.leaders();
+            table.close();
+            leaders
+        }
+        Err(direct::Fallback) => statements::leaders(spi),
+    }
 }

@@ -24,8 +24,8 @@ static READ: Statement = Statement {
     sql: concat!(
         "SELECT ",
         "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, \
-         max_holders, (pg_catalog.extract('epoch', lock_delay) * 1000000)::pg_catalog.int8, info",
-        " FROM dlock_internal.lease WHERE key = $1 ORDER BY fence"
+         max_holders, (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) 1000000::pg_catalog.numeric)::pg_catalog.int8, info",
+        " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 ORDER BY fence"
     ),
     args: &[TEXT],
 };
@@ -37,7 +37,7 @@ static GRANT: Statement = Statement {
             (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, max_holders, \
              lock_delay, info) \
           VALUES ($1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6, \
-                  $7, $8, $9 * pg_catalog.interval '1 microsecond', $10) \
+                  $7, $8, $9::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval, $10) \
           ON CONFLICT (key, owner) DO UPDATE SET role = excluded.role, fence = excluded.fence, hold_count = 1, \
             acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, holder_pid = excluded.holder_pid, \
             kind = excluded.kind, max_holders = excluded.max_holders, lock_delay = excluded.lock_delay, \
@@ -54,8 +54,8 @@ static TRY_GRANT: Statement = Statement {
             (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, max_holders, \
              lock_delay, info) \
           SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6, \
-                 $7, $8, $9 * pg_catalog.interval '1 microsecond', $10 \
-           WHERE NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key = $1) \
+                 $7, $8, $9::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval, $10 \
+           WHERE NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1) \
           RETURNING l.fence",
     args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT],
 };
@@ -63,39 +63,48 @@ static TRY_GRANT: Statement = Statement {
 // The common release in one statement: the last hold of a live TTL lease by its own role.
 static RELEASE_LAST_HOLD: Statement = Statement {
     sql: "DELETE FROM dlock_internal.lease \
-          WHERE key = $1 AND owner = $2 AND role = $3 AND hold_count = 1 \
-            AND expires_at > $4 AND expires_at < 'infinity' AND ($5 IS NULL OR kind = $5) \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
+            AND role OPERATOR(pg_catalog.=) $3 AND hold_count OPERATOR(pg_catalog.=) 1 \
+            AND expires_at OPERATOR(pg_catalog.>) $4 \
+            AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz \
+            AND ($5 IS NULL OR kind OPERATOR(pg_catalog.=) $5) \
           RETURNING kind",
     args: &[TEXT, TEXT, OID, TSTZ, CHAR],
 };
 
 static REENTER: Statement = Statement {
-    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count + 1, expires_at = $3, holder_pid = $4 \
-          WHERE key = $1 AND owner = $2",
+    sql: "UPDATE dlock_internal.lease \
+          SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
     args: &[TEXT, TEXT, TSTZ, INT4],
 };
 
 static SET_EXPIRY: Statement = Statement {
-    sql: "UPDATE dlock_internal.lease SET expires_at = $3 WHERE key = $1 AND owner = $2",
+    sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
     args: &[TEXT, TEXT, TSTZ],
 };
 
 static DECREMENT: Statement = Statement {
-    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count - 1 WHERE key = $1 AND owner = $2",
+    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
     args: &[TEXT, TEXT],
 };
 
-static DELETE: Statement =
-    Statement { sql: "DELETE FROM dlock_internal.lease WHERE key = $1 AND owner = $2", args: &[TEXT, TEXT] };
+static DELETE: Statement = Statement {
+    sql: "DELETE FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT],
+};
 
 static KEYS_OF_OWNER: Statement = Statement {
-    sql: "SELECT key FROM dlock_internal.lease WHERE owner = $1 AND ($2 IS NULL OR role = $2) ORDER BY key",
+    sql: "SELECT key FROM dlock_internal.lease \
+          WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) ORDER BY key",
     args: &[TEXT, OID],
 };
 
 static PAGE_COUNT: Statement = Statement {
     sql: "SELECT pg_catalog.pg_relation_size('dlock_internal.lease'::pg_catalog.regclass) \
-          / pg_catalog.current_setting('block_size')::pg_catalog.int8",
+          OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8",
     args: &[],
 };
 
@@ -104,22 +113,25 @@ static PAGE_COUNT: Statement = Statement {
 // A lease is over once its TTL and its lock-delay have run out.
 static EXPIRED_ON_PAGE: Statement = Statement {
     sql: "SELECT key, owner FROM dlock_internal.lease \
-          WHERE ctid >= pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
-            AND ctid < pg_catalog.format('(%s,0)', $1 + 1)::pg_catalog.tid \
-            AND expires_at + lock_delay <= $2",
+          WHERE ctid OPERATOR(pg_catalog.>=) pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+            AND ctid OPERATOR(pg_catalog.<) pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid \
+            AND expires_at OPERATOR(pg_catalog.+) lock_delay OPERATOR(pg_catalog.<=) $2",
     args: &[INT8, TSTZ],
 };
 
 // Every election's leader with a TTL (a handful of rows at most: one per election).
 static LEADERS: Statement = Statement {
-    sql: "SELECT key, fence, expires_at FROM dlock_internal.lease WHERE kind = 'e' AND expires_at < 'infinity'",
+    sql: "SELECT key, fence, expires_at FROM dlock_internal.lease \
+          WHERE kind OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\" \
+            AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz",
     args: &[],
 };
 
 // The partial index on session-bound rows makes this a short scan from `$1` on.
 static SESSION_BOUND_KEYS: Statement = Statement {
     sql: "SELECT key, owner, fence FROM dlock_internal.lease \
-          WHERE expires_at = 'infinity' AND key > $1 ORDER BY key LIMIT $2",
+          WHERE expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz \
+            AND key OPERATOR(pg_catalog.>) $1 ORDER BY key LIMIT $2",
     args: &[TEXT, INT8],
 };
 
@@ -127,7 +139,7 @@ static ALL: Statement = Statement {
     sql: concat!(
         "SELECT key, ",
         "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, \
-         max_holders, (pg_catalog.extract('epoch', lock_delay) * 1000000)::pg_catalog.int8, info",
+         max_holders, (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) 1000000::pg_catalog.numeric)::pg_catalog.int8, info",
         " FROM dlock_internal.lease ORDER BY key, fence"
     ),
     args: &[],
@@ -141,7 +153,7 @@ mod release_010 {
     pub static READ: Statement = Statement {
         sql: "SELECT owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, 'x'::pg_catalog.\"char\", \
               NULL::pg_catalog.int4, 0::pg_catalog.int8, NULL::pg_catalog.text \
-              FROM dlock_internal.lease WHERE key = $1",
+              FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1",
         args: &[TEXT],
     };
 
@@ -150,7 +162,8 @@ mod release_010 {
         sql: "INSERT INTO dlock_internal.lease AS l \
                 (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
               SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6 \
-               WHERE $7 = 'x' AND $8 IS NULL AND $9 = 0 AND $10 IS NULL \
+               WHERE $7 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\" AND $8 IS NULL \
+                 AND $9 OPERATOR(pg_catalog.=) 0::pg_catalog.int8 AND $10 IS NULL \
               ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, role = excluded.role, fence = excluded.fence, \
                 hold_count = 1, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, \
                 holder_pid = excluded.holder_pid \
@@ -162,25 +175,29 @@ mod release_010 {
         sql: "INSERT INTO dlock_internal.lease AS l \
                 (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
               SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6 \
-               WHERE $7 = 'x' AND $8 IS NULL AND $9 = 0 AND $10 IS NULL \
-                 AND NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key = $1) \
+               WHERE $7 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\" AND $8 IS NULL \
+                 AND $9 OPERATOR(pg_catalog.=) 0::pg_catalog.int8 AND $10 IS NULL \
+                 AND NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1) \
               RETURNING l.fence",
         args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT],
     };
 
     pub static RELEASE_LAST_HOLD: Statement = Statement {
         sql: "DELETE FROM dlock_internal.lease \
-              WHERE key = $1 AND owner = $2 AND role = $3 AND hold_count = 1 \
-                AND expires_at > $4 AND expires_at < 'infinity' AND ($5 IS NULL OR $5 = 'x') \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
+                AND role OPERATOR(pg_catalog.=) $3 AND hold_count OPERATOR(pg_catalog.=) 1 \
+                AND expires_at OPERATOR(pg_catalog.>) $4 \
+                AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz \
+                AND ($5 IS NULL OR $5 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\") \
               RETURNING 'x'::pg_catalog.\"char\"",
         args: &[TEXT, TEXT, OID, TSTZ, CHAR],
     };
 
     pub static EXPIRED_ON_PAGE: Statement = Statement {
         sql: "SELECT key, owner FROM dlock_internal.lease \
-              WHERE ctid >= pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
-                AND ctid < pg_catalog.format('(%s,0)', $1 + 1)::pg_catalog.tid \
-                AND expires_at <= $2",
+              WHERE ctid OPERATOR(pg_catalog.>=) pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+                AND ctid OPERATOR(pg_catalog.<) pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid \
+                AND expires_at OPERATOR(pg_catalog.<=) $2",
         args: &[INT8, TSTZ],
     };
 
@@ -201,10 +218,13 @@ fn shaped(current: &'static Statement, release_010: &'static Statement) -> &'sta
 }
 
 static WAITERS: Statement = Statement {
-    sql: "SELECT (classid::pg_catalog.int8 << 32) | objid::pg_catalog.int8, pg_catalog.count(*)::pg_catalog.int4 \
+    sql: "SELECT (classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32::pg_catalog.int4) \
+                 OPERATOR(pg_catalog.|) objid::pg_catalog.int8, \
+                 pg_catalog.count(*)::pg_catalog.int4 \
           FROM pg_catalog.pg_locks \
-          WHERE locktype = 'advisory' AND database = $1 AND objsubid = $2 \
-            AND pid IS DISTINCT FROM pg_catalog.pg_backend_pid() GROUP BY 1",
+          WHERE locktype OPERATOR(pg_catalog.=) 'advisory'::pg_catalog.text \
+            AND database OPERATOR(pg_catalog.=) $1 AND objsubid OPERATOR(pg_catalog.=) $2 \
+            AND (pid IS NULL OR pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()) GROUP BY 1",
     args: &[OID, pg_sys::INT2OID],
 };
 

@@ -260,4 +260,37 @@ mod tests {
         assert!(one::<i64>("SELECT dlock_acquire('t:pub', 'a', '10s')").is_some());
         Spi::run("RESET ROLE").unwrap();
     }
+
+    /// Fast mode's functions pin no search_path because they run no SQL: any statement run
+    /// inside `forbid_sql` is an internal error, not a statement.
+    #[pg_test]
+    #[should_panic(expected = "SQL inside a function that must run none")]
+    fn no_statement_runs_where_sql_is_forbidden() {
+        crate::pg::spi::forbid_sql(|| crate::pg::spi::connect(crate::store::all));
+    }
+
+    /// Outside it, the same statement runs (the refusal is the mark's, not the statement's).
+    #[pg_test]
+    fn statements_run_where_sql_is_allowed() {
+        let _ = fence("SELECT dlock_acquire('t:allowed', 'a', '10s')");
+        let rows = crate::pg::spi::connect(crate::store::all);
+        assert!(rows.iter().any(|(key, _)| key == "t:allowed"));
+    }
+
+    /// Every statement dlock runs is planned under its own search_path: a caller's
+    /// `search_path` with a schema of its own first changes nothing dlock reads.
+    #[pg_test]
+    fn a_callers_search_path_reaches_no_statement() {
+        Spi::run(
+            "CREATE SCHEMA t_hostile; \
+             CREATE FUNCTION t_hostile.never(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT false'; \
+             CREATE OPERATOR t_hostile.= (LEFTARG = text, RIGHTARG = text, FUNCTION = t_hostile.never)",
+        )
+        .unwrap();
+        let _ = fence("SELECT dlock_acquire('t:path', 'a', '10s')");
+        Spi::run("SET search_path = t_hostile, pg_catalog, public").unwrap();
+        let rows = crate::pg::spi::connect(crate::store::all);
+        Spi::run("RESET search_path").unwrap();
+        assert!(rows.iter().any(|(key, _)| key == "t:path"), "the lease is read whatever the path");
+    }
 }

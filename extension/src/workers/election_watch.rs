@@ -4,10 +4,16 @@
 //! watchers, as a resignation would. It holds the database's watch lock for its life (a second
 //! one started by a race leaves at once), is woken by every new leader, and ends ten seconds
 //! after the last leader with a TTL is gone, or at DROP EXTENSION.
+//!
+//! It runs with the least it needs: as the lease table's owner (chosen by the backend that
+//! starts it, `wait/elections.rs`), reading the table directly, with no SQL; and whatever the
+//! database's or the role's settings say, with dlock's own `search_path`, so that even a
+//! statement it might come to run could resolve nothing a database owner put on a path.
 
 use crate::locks::tags;
 use crate::ops::election;
 use crate::pg::backend::now;
+use crate::pg::{spi, version};
 use crate::store::relation;
 use crate::wait::elections;
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
@@ -28,7 +34,18 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub extern "C-unwind" fn dlock_election_watch_main(arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = pg_sys::Oid::from(arg.value() as u32);
-    BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
+    let role = BackgroundWorker::get_extra().parse::<u32>().map_or(pg_sys::InvalidOid, pg_sys::Oid::from);
+    // SAFETY: a registered background worker connecting once, before any transaction; then a
+    // setting of the highest priority, so no database or role setting can replace it.
+    unsafe {
+        pg_sys::BackgroundWorkerInitializeConnectionByOid(database, role, version::BGWORKER_ANY_ROLE_FLAG);
+        pg_sys::SetConfigOption(
+            c"search_path".as_ptr(),
+            spi::PINNED_SEARCH_PATH.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+        );
+    }
     let claimed = BackgroundWorker::transaction(|| {
         tags::acquire(&elections::watcher_lock(), pg_sys::ExclusiveLock, true, false)
     });

@@ -13,7 +13,7 @@ SELECT p.oid, n.nspname AS schema, p.proname AS function
  WHERE n.nspname <> 'tests';
 SELECT schema, function, pg_get_function_arguments(oid) AS arguments,
        pg_get_function_result(oid) AS result
-  FROM dlock_functions ORDER BY schema, function;
+  FROM dlock_functions ORDER BY schema, function, pg_get_function_arguments(oid);
 -- None is SECURITY DEFINER: each runs as its caller, so that dlock sees the role PostgreSQL
 -- says is running (after SET ROLE, inside a SECURITY DEFINER caller, or for a table's owner
 -- during ANALYZE or REFRESH), and runs only its own statements on dlock_internal as the
@@ -24,7 +24,7 @@ SELECT schema, function, pg_get_function_arguments(oid) AS arguments,
 SELECT f.schema, f.function, p.prosecdef AS security_definer, p.proconfig AS config,
        p.provolatile AS volatility, p.proisstrict AS strict
   FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
- ORDER BY f.schema, f.function;
+ ORDER BY f.schema, f.function, pg_get_function_arguments(f.oid);
 -- Every function that runs SQL runs with a search_path it pins itself, never the caller's.
 SELECT f.function AS unpinned_function
   FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
@@ -40,7 +40,7 @@ SELECT f.function AS fast_function_with_settings
  WHERE f.function LIKE 'dlock\_fast\_%' AND (p.prosecdef OR p.proconfig IS NOT NULL);
 -- PUBLIC may execute every function; dlock_force_release checks its caller itself.
 SELECT schema, function, has_function_privilege('public', oid, 'EXECUTE') AS public_execute
-  FROM dlock_functions ORDER BY schema, function;
+  FROM dlock_functions ORDER BY schema, function, pg_get_function_arguments(oid);
 
 -- The view and its columns.
 SELECT column_name, data_type

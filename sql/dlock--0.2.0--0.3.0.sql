@@ -1,0 +1,43 @@
+-- dlock 0.2.0 -> 0.3.0 (ALTER EXTENSION dlock UPDATE). One transaction: if any statement fails,
+-- nothing of it stays. Live leases, their fences and the settings are untouched.
+\echo Use "ALTER EXTENSION dlock UPDATE TO '0.3.0'" to load this file. \quit
+
+-- dlock_stats again, with every operator named OPERATOR(pg_catalog.x): 0.2.0's divided with a
+-- bare `/`, which an operator of the installer's search_path could out-rank (pg_catalog has no
+-- `/(bigint, numeric)`), binding it into the view for every later reader. Replacing the view
+-- drops such a binding.
+CREATE OR REPLACE VIEW @extschema@.dlock_stats AS
+SELECT d.datname AS database, s.since,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'grants'::pg_catalog.text) AS grants,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'reentries'::pg_catalog.text) AS reentries,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'releases'::pg_catalog.text) AS releases,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'force_releases'::pg_catalog.text) AS force_releases,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'expiries'::pg_catalog.text) AS expiries,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'expiries_while_connected'::pg_catalog.text) AS expiries_while_connected,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'session_ends'::pg_catalog.text) AS session_ends,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'waits_started'::pg_catalog.text) AS waits_started,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'waits_granted'::pg_catalog.text) AS waits_granted,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'waits_timed_out'::pg_catalog.text) AS waits_timed_out,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'waits_cancelled'::pg_catalog.text) AS waits_cancelled,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'handoffs_direct'::pg_catalog.text) AS handoffs_direct,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'handoffs_self'::pg_catalog.text) AS handoffs_self,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'notifications'::pg_catalog.text) AS notifications,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_grants'::pg_catalog.text) AS fast_grants,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_reentries'::pg_catalog.text) AS fast_reentries,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_releases'::pg_catalog.text) AS fast_releases,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_expiries'::pg_catalog.text) AS fast_expiries,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_waits_started'::pg_catalog.text) AS fast_waits_started,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_waits_granted'::pg_catalog.text) AS fast_waits_granted,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_waits_timed_out'::pg_catalog.text) AS fast_waits_timed_out,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_waits_cancelled'::pg_catalog.text) AS fast_waits_cancelled,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_handoffs'::pg_catalog.text) AS fast_handoffs,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_count'::pg_catalog.text) AS wait_count,
+       (pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_sum_us'::pg_catalog.text))::pg_catalog.numeric
+           OPERATOR(pg_catalog./) 1000.0::pg_catalog.numeric AS wait_sum_ms,
+       ARRAY[1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 'Infinity'::pg_catalog.float8]::pg_catalog.float8[] AS wait_le_ms,
+       ARRAY[pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_1'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_2'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_5'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_10'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_25'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_50'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_100'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_250'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_500'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_1000'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_2500'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_5000'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_10000'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_30000'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_60000'::pg_catalog.text), pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'wait_le_inf'::pg_catalog.text)] AS wait_buckets,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_leases'::pg_catalog.text) AS fast_leases,
+       pg_catalog.max(value) FILTER (WHERE counter OPERATOR(pg_catalog.=) 'fast_capacity'::pg_catalog.text) AS fast_capacity
+FROM dlock_internal.stats() AS s
+LEFT JOIN pg_catalog.pg_database AS d ON d.oid OPERATOR(pg_catalog.=) s.database
+GROUP BY s.database, d.datname, s.since;
