@@ -18,7 +18,8 @@ need=()
 # language) and the Python examples; nodejs and npm: the Node examples; prometheus and
 # prometheus-postgres-exporter: the metrics test; fonts-dejavu-core: the text of make bench's
 # plots; etcd-server: a peer of make bench; python3-pip: PostgreSQL 18's wheel.
-for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 python3-pip python3-psycopg \
+# python3-venv: the Python client's build and test tools live in a venv under build/.
+for pkg in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3 python3-pip python3-venv python3-psycopg \
   redis-server fonts-dejavu-core etcd-server pgbouncer prometheus prometheus-postgres-exporter; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done

@@ -1,0 +1,1 @@
+"""The blocking API (threads): ``dlock_client.Client`` and what it hands out."""
