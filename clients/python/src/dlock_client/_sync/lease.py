@@ -17,7 +17,7 @@ from .._sql import Statements
 from ..errors import ConnectionFailed, DlockError, LeaseLost
 
 if TYPE_CHECKING:
-    from .client import Shared
+    from .shared import Shared
 
 log = logging.getLogger("dlock_client")
 

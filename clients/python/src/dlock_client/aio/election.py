@@ -19,7 +19,7 @@ from .lock import Lock
 from .waiting import RECHECK, Watched
 
 if TYPE_CHECKING:
-    from .client import Shared
+    from .shared import Shared
 
 
 class Election:

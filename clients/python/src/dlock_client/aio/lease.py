@@ -19,7 +19,7 @@ from ..errors import ConnectionFailed, DlockError, LeaseLost
 from . import watchdog
 
 if TYPE_CHECKING:
-    from .client import Shared
+    from .shared import Shared
 
 log = logging.getLogger("dlock_client")
 

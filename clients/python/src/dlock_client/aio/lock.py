@@ -18,7 +18,7 @@ from .lease import Lease, MultiLease
 from .waiting import retry
 
 if TYPE_CHECKING:
-    from .client import Shared
+    from .shared import Shared
 
 SESSION_BOUND_BEHIND_POOLER = (
     "a session-bound lease through a transaction pooler: its session would be whichever server "
