@@ -166,6 +166,8 @@ def test_elections_observed_with_async_for_and_wait_free(dsn: str, key: Any) -> 
         next_lead = await follower
         assert next_lead.term > lead.term
         assert (await watcher.election(key("e")).leader()).info == "b"  # type: ignore[union-attr]
+        while seen[-1] != "b":  # the observer has seen b lead before b resigns
+            await asyncio.sleep(0.01)
         await next_lead.resign()
         await asyncio.wait_for(observer, 10)
         changes.close()
