@@ -30,7 +30,7 @@ build: setup
 
 # The `dlock` command-line tool: target/release/dlock (copy it onto your PATH).
 cli:
-	$(CARGO) build --release -p dlock --features cli --bin dlock
+	$(CARGO) build --release -p dlock-cli
 
 # Installs dlock.so, dlock.control and dlock--<version>.sql into the PostgreSQL of $(PG_CONFIG),
 # and the install and upgrade scripts of earlier releases (sql/) for ALTER EXTENSION UPDATE.
@@ -49,7 +49,7 @@ install: setup
 	   if [ -f "$$lib.previous" ]; then mv -f "$$lib.previous" "$$lib"; fi; exit 1; \
 	 fi; \
 	 rm -f "$$lib.previous"
-	@install -m 644 sql/dlock--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
+	@install -m 644 extension/sql/dlock--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
 
 # A Debian package for PostgreSQL 15 and a tarball for 18, in $(BUILD)/packages/.
 package: setup
@@ -103,27 +103,28 @@ test-clients: install
 
 # Plain Rust unit tests (no PostgreSQL needed).
 test-unit: setup
-	$(CARGO) test --workspace --exclude dlock-extension --lib
+	$(CARGO) test --workspace --exclude dlock --lib
 	$(CARGO) test -p dlock-core --doc
 
 # #[pg_test]s inside a pgrx-managed cluster, run as `postgres` (initdb refuses root).
 test-pg: setup
 	@bash tests/scripts/pg-test.sh
 
-# pg_regress expected-output tests beside the extension (extension/tests/pg_regress/sql/*.sql ->
-# expected/*.out) against a temp cluster. (`cargo pgrx regress` reads the same layout, but runs
+# pg_regress expected-output tests of the contract (tests/regress/sql/*.sql -> expected/*.out)
+# against a temp cluster. (`cargo pgrx regress` reads the same layout, but runs
 # initdb as the invoking user, which fails as root.)
 test-regress: install
 	@bash tests/scripts/regress.sh
 
-# Isolation specs (extension/tests/isolation/specs -> expected) run by pg_isolation_regress.
+# Isolation specs of the contract (tests/isolation/specs -> expected) run by pg_isolation_regress.
 test-isolation: install
 	@bash tests/scripts/isolation.sh
 
-# Multi-session integration tests (tests/) and the Rust client's and CLI's (client/tests/) against
+# Multi-session integration tests (tests/) and the Rust client's and CLI's (clients/rust/tests/,
+# cli/tests/) against
 # throwaway clusters they start themselves (the client's `metrics` feature on, for its test).
 test-integration: install
-	$(CARGO) test -p dlock-tests -p dlock --features dlock/cli,dlock/metrics --no-fail-fast -- --test-threads=4
+	$(CARGO) test -p dlock-tests -p dlock-client -p dlock-cli --features dlock-client/metrics --no-fail-fast -- --test-threads=4
 
 # dlock's metrics through a real Prometheus: the postgres-exporter queries of docs/deploy/prometheus,
 # `dlock metrics`, the measured rate against a rate-limited workload, and a tested alert rule.
@@ -135,20 +136,20 @@ test-examples: install
 	@bash tests/scripts/examples.sh
 
 bench-sql: install
-	@bash tests/bench/sql.sh
+	@bash bench/sql.sh
 
 # Where the time of a pair goes: WAL per pair, server time per statement, perf CPU breakdown.
 bench-profile: install
-	@bash tests/bench/profile.sh
+	@bash bench/profile.sh
 
 # Hand-off latency (1 waiter, a line of 100) and CPU of parked waiters, against
 # pg_advisory_lock and a Redisson-style Redis lock, in one run.
 bench-wait: install
-	@bash tests/bench/wait.sh
+	@bash bench/wait.sh
 
 # The Rust client's acquire+release overhead over the same SQL through raw tokio-postgres.
 bench-client: install
-	@bash tests/bench/client.sh
+	@bash bench/client.sh
 
 # The same for the Python and TypeScript clients over their raw drivers, 8 at once.
 .PHONY: bench-clients
@@ -158,15 +159,15 @@ bench-clients: install
 # Instructions per uncontended pair (valgrind's callgrind, repeatable to the instruction): the
 # two-statement bound, the hand-written lock table and dlock, with dlock's pair split in parts.
 bench-instructions: install
-	@bash tests/bench/instructions.sh
+	@bash bench/instructions.sh
 
 # This release's targets alone (make bench runs them too); BENCH_ONLY="hot parked" picks sections.
 bench-targets: install
-	@bash tests/bench/targets.sh
+	@bash bench/targets.sh
 
-# Every contender on every workload in one run, with plots: tests/bench/results/<timestamp>/.
+# Every contender on every workload in one run, with plots: bench/results/<timestamp>/.
 bench: install
-	@bash tests/bench/suite.sh
+	@bash bench/suite.sh
 	@bash tests/scripts/clients.sh bench
 
 # Fault injection (tests/chaos/): worker processes (Rust client and raw SQL, some of the latter with
@@ -227,9 +228,9 @@ fmt:
 # The extension builds for one PostgreSQL at a time: linted for each.
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --exclude dlock-extension --all-targets --all-features -- -D warnings
-	$(CARGO) clippy -p dlock-extension --all-targets --features pg_test -- -D warnings
-	$(CARGO) clippy -p dlock-extension --all-targets --no-default-features --features pg18,pg_test -- -D warnings
+	$(CARGO) clippy --workspace --exclude dlock --all-targets --all-features -- -D warnings
+	$(CARGO) clippy -p dlock --all-targets --features pg_test -- -D warnings
+	$(CARGO) clippy -p dlock --all-targets --no-default-features --features pg18,pg_test -- -D warnings
 
 clean:
 	rm -rf $(BUILD)

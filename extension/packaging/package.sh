@@ -3,7 +3,7 @@
 # PostgreSQL 18 (whatever its install prefix), in $BUILD/packages/.
 #
 # Each carries the library, the control file, this release's install script and every earlier
-# release's install and upgrade scripts (sql/), so that ALTER EXTENSION dlock UPDATE works from
+# release's install and upgrade scripts (extension/sql/), so that ALTER EXTENSION dlock UPDATE works from
 # any of them.
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/common.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,7 +24,7 @@ staged() { # pg_config, directory
   local share lib
   share="$2$("$1" --sharedir)/extension"
   lib="$2$("$1" --pkglibdir)/dlock.so"
-  install -m 644 "$root"/sql/dlock--*.sql "$share/"
+  install -m 644 "$root"/extension/sql/dlock--*.sql "$share/"
   # No debugging symbols in a package (a third of the size).
   strip --strip-unneeded "$lib"
 }

@@ -5,9 +5,10 @@
 //! contract's pure rules live in the `dlock-core` crate; this crate puts them into PostgreSQL,
 //! in layers that call one way:
 //!
-//! - `sql_api`: the SQL functions: argument checks, the caller's identity, error reports;
-//!   `workers`: the background worker PostgreSQL starts for dlock (elections' expiries);
-//! - `ops`: the operations: take the key lock, read, decide, write, wait;
+//! - `api`: the SQL functions: argument checks, the caller's identity, error reports (their
+//!   schema objects, tables and views, are `schema/`'s SQL);
+//! - `ops`: the operations: take the key lock, read, decide, write, wait; `elections`: the
+//!   election's operations and its background worker, together;
 //! - `hooks`: where PostgreSQL calls back: transaction and subtransaction ends, session exit,
 //!   shared memory at server start;
 //! - `wait`, `store`, `fast`: server-side waiting, the lease table, fast mode's leases in shared
@@ -18,28 +19,28 @@
 
 use pgrx::prelude::*;
 
+mod api;
+mod elections;
 mod fast;
 mod hooks;
 mod locks;
 mod ops;
 mod pg;
-mod sql_api;
 mod stats;
 mod store;
 mod wait;
-mod workers;
 
 ::pgrx::pg_module_magic!(name, version);
 
-extension_sql_file!("sql/bootstrap.sql", name = "bootstrap", bootstrap);
-extension_sql_file!("sql/finalize.sql", name = "finalize", finalize);
+extension_sql_file!("schema/bootstrap.sql", name = "bootstrap", bootstrap);
+extension_sql_file!("schema/finalize.sql", name = "finalize", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     // A second dlock library in this process must not define the settings again (PostgreSQL
     // refuses) nor touch the first one's shared memory (`pg/loaded.rs`).
     if !pg::loaded::detect_second_library() {
-        sql_api::settings::define();
+        api::settings::define();
     }
     hooks::register();
     pg::signals::install();

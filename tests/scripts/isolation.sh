@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make test-isolation`: isolation specs (extension/tests/isolation/specs/*.spec) run by
+# `make test-isolation`: isolation specs (tests/isolation/specs/*.spec) run by
 # PostgreSQL's pg_isolation_regress against a fresh cluster; outputs must equal
-# extension/tests/isolation/expected/*.out.
+# tests/isolation/expected/*.out.
 #
 #   ISOLATION_ACCEPT=1 bash tests/scripts/isolation.sh   copy the results over the expected files (then READ them)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -21,17 +21,17 @@ cluster_env=$(bash "$cluster_sh" start "$cluster")
 eval "$cluster_env"
 
 specs=()
-for file in "$root"/extension/tests/isolation/specs/*.spec; do specs+=("$(basename "$file" .spec)"); done
+for file in "$root"/tests/isolation/specs/*.spec; do specs+=("$(basename "$file" .spec)"); done
 rm -rf "$out"
 mkdir -p "$out"
 [ "$(id -u)" = 0 ] && chown postgres: "$out"
 createdb -h "$PGHOST" -p "$PGPORT" -U postgres dlock_isolation
 status=0
 "$runner" --use-existing --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname=dlock_isolation \
-  --inputdir="$root/extension/tests/isolation" --outputdir="$out" "${specs[@]}" || status=$?
+  --inputdir="$root/tests/isolation" --outputdir="$out" "${specs[@]}" || status=$?
 if [ "${ISOLATION_ACCEPT:-0}" = 1 ]; then
-  cp "$out"/results/*.out "$root/extension/tests/isolation/expected/"
-  echo "isolation: copied ${#specs[@]} results to extension/tests/isolation/expected/ — read every line"
+  cp "$out"/results/*.out "$root/tests/isolation/expected/"
+  echo "isolation: copied ${#specs[@]} results to tests/isolation/expected/ — read every line"
   exit 0
 fi
 if [ "$status" != 0 ]; then

@@ -59,7 +59,7 @@ for candidate in "$target/release/dlock" "$target/debug/dlock"; do
 done
 if [ -z "$cli" ]; then
   echo "prometheus-test: building the dlock CLI (debug)"
-  (cd "$root" && cargo build -q -p dlock --features cli --bin dlock)
+  (cd "$root" && cargo build -q -p dlock-cli)
   cli="$target/debug/dlock"
 fi
 cli_port=$(free_port)

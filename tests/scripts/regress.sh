@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make test-regress`: the pg_regress expected-output tests, beside the extension they test:
-# every extension/tests/pg_regress/sql/NN_name.sql runs in order against a fresh cluster in
-# $BUILD/regress-cluster, and its output must equal extension/tests/pg_regress/expected/NN_name.out
+# `make test-regress`: the pg_regress expected-output tests of the SQL contract:
+# every tests/regress/sql/NN_name.sql runs in order against a fresh cluster in
+# $BUILD/regress-cluster, and its output must equal tests/regress/expected/NN_name.out
 # (the layout pg_regress itself reads). Results and regression.diffs land in $BUILD/regress.
 #
 #   REGRESS_ACCEPT=1 bash tests/scripts/regress.sh   copy the results over expected/ (then READ them)
@@ -14,7 +14,7 @@ pg_regress="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress"
 cluster="$BUILD/regress-cluster"
 cluster_sh="$root/tests/scripts/cluster.sh"
 out="$BUILD/regress"
-suite="$root/extension/tests/pg_regress"
+suite="$root/tests/regress"
 
 stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 

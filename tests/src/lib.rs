@@ -13,6 +13,7 @@ mod ports;
 mod replica;
 mod session;
 mod tls;
+mod tls_cluster;
 
 pub use check::{
     CLOCK_SLACK, assert_between, eventually, expect_sqlstate, finish, key, owner, wait_for_waiters,
@@ -25,5 +26,6 @@ pub use replica::{
     Standby, alter_system, disconnect_standby, require_sync_standby, wait_for_replay, wait_for_streaming,
 };
 pub use session::{Attempt, LeaseRow, Session};
+pub use tls_cluster::{SERVER_NAMES, TlsCluster};
 pub use tokio_postgres::error::SqlState;
 pub use tokio_postgres::{Client, Error, NoTls};

@@ -1,4 +1,4 @@
-//! `ALTER EXTENSION dlock UPDATE` from 0.1.0 (its install script is kept in `sql/`): live
+//! `ALTER EXTENSION dlock UPDATE` from 0.1.0 (its install script is kept in `extension/sql/`): live
 //! leases, TTL and session-bound, keep their fences; the catalogs come out as a fresh install
 //! of the current version makes them; a failed update changes nothing; an unknown version is
 //! refused. Every release adds its own script and these tests cover it.

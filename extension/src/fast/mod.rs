@@ -18,7 +18,7 @@
 //!   ROLLBACK does not undo it (as advisory locks).
 //! - Not replicated: a standby refuses fast calls; after a failover the new primary's
 //!   lock-delay covers leases granted by the old one.
-//! - **Waiting in arrival order:** waiters line up per key in shared memory (`queue.rs`); a
+//! - **Waiting in arrival order:** waiters line up per key in shared memory (`wait_lines.rs`); a
 //!   release grants the key to the first in line in place and wakes that one backend; the first
 //!   in line takes over an expired lease at its expiry. A try never passes anyone in line.
 //!
@@ -27,10 +27,10 @@
 //! here: the second waits, which is safe.
 
 mod epoch;
+mod lease_table;
 mod ops;
-mod queue;
 mod quota;
-mod table;
+mod wait_lines;
 
+pub use lease_table::{define_settings, max_ttl_us, request, startup};
 pub use ops::{Request, acquire, fill, holds, live, release, renew, reset};
-pub use table::{define_settings, max_ttl_us, request, startup};

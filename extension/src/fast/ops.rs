@@ -1,8 +1,8 @@
 //! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
 //! the live leases.
 
-use super::queue::{Asked, Line, NONE, State};
-use super::table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
+use super::lease_table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
+use super::wait_lines::{Asked, Line, NONE, State};
 use crate::pg::backend::now;
 use crate::pg::latch::sleep_until;
 use crate::pg::role;

@@ -1,4 +1,4 @@
-//! The event trigger `dlock_end_waits_before_drop` (`sql/finalize.sql`), run at the start of
+//! The event trigger `dlock_end_waits_before_drop` (`schema/finalize.sql`), run at the start of
 //! every `DROP EXTENSION`: when dlock is among the extensions dropped and the drop will go
 //! ahead, it announces the drop and wakes every waiter, whose wait then ends with an error
 //! (`locks/dropping.rs`). pgrx has no event-trigger functions, so this is a plain version-1 C
@@ -13,7 +13,7 @@
 use crate::locks::dropping;
 use crate::pg::spi::{self, Statement, arg};
 use crate::pg::version;
-use crate::wait::queue;
+use crate::wait::key_queue;
 use pgrx::pg_sys;
 use std::ffi::CStr;
 
@@ -119,7 +119,7 @@ pub unsafe extern "C-unwind" fn dlock_end_waits_before_drop(
     // SAFETY: PostgreSQL calls this as an event trigger.
     if unsafe { drops_dlock(fcinfo) } {
         dropping::announce();
-        queue::wake_every_waiter();
+        key_queue::wake_every_waiter();
     }
     pg_sys::Datum::from(0)
 }

@@ -4,8 +4,8 @@
 //! granted by the lock manager the moment the bindings go (they wait on them), and woken again
 //! once all its locks are gone.
 
-use crate::locks::{session, watch};
-use crate::wait::{free_waiters, queue};
+use crate::locks::{session, watchers};
+use crate::wait::{free_waiters, key_queue};
 use pgrx::pg_sys;
 use std::cell::Cell;
 
@@ -25,10 +25,10 @@ unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
         }
         pg_sys::StartTransactionCommand();
         let hashes = session::unbind_all();
-        watch::notify_watched(hashes.iter().copied());
+        watchers::notify_watched(hashes.iter().copied());
         pg_sys::CommitTransactionCommand();
         for hash in hashes {
-            queue::wake_head(hash);
+            key_queue::wake_head(hash);
             free_waiters::wake(hash, None);
         }
     }
@@ -37,7 +37,7 @@ unsafe extern "C-unwind" fn before_exit(_code: i32, _arg: pg_sys::Datum) {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     for hash in session::bound_key_hashes() {
-        queue::wake_head(hash);
+        key_queue::wake_head(hash);
         free_waiters::wake(hash, None);
     }
 }

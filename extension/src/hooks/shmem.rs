@@ -1,11 +1,11 @@
 //! dlock's shared memory, only with `shared_preload_libraries = 'dlock'`: one pair of
-//! PostgreSQL hooks, chained once, that sizes and sets up the wait table (`wait/slots.rs`), the
+//! PostgreSQL hooks, chained once, that sizes and sets up the wait table (`wait/requests.rs`), the
 //! queue counts (`wait/occupancy.rs`), the free-waiters' answer slots (`wait/answers.rs`) and fast mode's table (`fast/`), whose server-start
 //! settings are defined first.
 
 use crate::fast;
 use crate::stats;
-use crate::wait::{answers, occupancy, slots};
+use crate::wait::{answers, occupancy, requests};
 use pgrx::pg_sys;
 
 static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
@@ -19,7 +19,7 @@ unsafe extern "C-unwind" fn request() {
             prev();
         }
     }
-    slots::request();
+    requests::request();
     occupancy::request();
     answers::request();
     fast::request();
@@ -34,7 +34,7 @@ unsafe extern "C-unwind" fn startup() {
             prev();
         }
     }
-    slots::startup();
+    requests::startup();
     occupancy::startup();
     answers::startup();
     fast::startup();
@@ -49,7 +49,7 @@ pub fn register() {
         if !pg_sys::process_shared_preload_libraries_in_progress {
             return;
         }
-        slots::define_settings();
+        requests::define_settings();
         fast::define_settings();
         PREV_REQUEST = pg_sys::shmem_request_hook;
         pg_sys::shmem_request_hook = Some(request);

@@ -3,9 +3,10 @@
 //! One callback, in a fixed order: key locks go last, so that a session that takes a key lock
 //! given back here finds everything done under it already undone.
 
-use crate::locks::{key, session, watch};
+use crate::elections::worker_start as elections;
+use crate::locks::{key, session, watchers};
 use crate::stats;
-use crate::wait::{elections, queue, slots, wakeups};
+use crate::wait::{key_queue, requests, wakeups};
 use pgrx::pg_sys;
 
 #[pgrx::pg_guard]
@@ -20,11 +21,11 @@ unsafe extern "C-unwind" fn on_subxact(
         pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => false,
         _ => return,
     };
-    watch::sub_end(sub, parent, commit);
-    queue::sub_end(sub, parent, commit);
+    watchers::sub_end(sub, parent, commit);
+    key_queue::sub_end(sub, parent, commit);
     // A hand-off written in a savepoint that rolls back was undone with it, and so was the
     // freeing that caused it.
-    slots::settle_sub(sub, parent, commit);
+    requests::settle_sub(sub, parent, commit);
     wakeups::sub_end(sub, parent, commit);
     session::sub_end(sub, parent, commit);
     key::sub_end(sub, parent, commit);

@@ -2,20 +2,21 @@
 //! commented order, so that commit-time work does not follow the accident of which module
 //! registered a callback first (PostgreSQL calls callbacks in reverse order of registration).
 
+use crate::elections::worker_start as elections;
 use crate::fast;
-use crate::locks::{key, liveness, session, watch};
+use crate::locks::{key, liveness, session, watchers};
 use crate::pg::backend::now;
 use crate::pg::{signals, spi};
 use crate::stats;
 use crate::store::{self, durability};
-use crate::wait::{elections, free_waiters, queue, slots, wakeups};
+use crate::wait::{free_waiters, key_queue, requests, wakeups};
 use dlock_core::DlockError;
 use pgrx::pg_sys;
 
 fn pre_commit() {
     // 1. Still holding the key locks: a watch registered before our change is seen here, and
     //    the NOTIFY is queued for PostgreSQL to send once the commit is visible.
-    watch::notify_watched(wakeups::freed());
+    watchers::notify_watched(wakeups::freed());
     // 2. Keys freed with sessions waiting to see them free are read once more, still under
     //    their key locks; those free are answered at commit, sparing each waiter a read.
     //    (Not if this transaction dropped the table: nothing to read, nobody to answer.)
@@ -34,7 +35,7 @@ fn pre_commit() {
 fn pre_prepare() {
     // A prepared transaction outlives this session; neither a lease handed to a waiting session
     // here nor a session-bound lease can.
-    if slots::has_offers() {
+    if requests::has_offers() {
         crate::pg::report::raise(
             DlockError::NoPrepare { what: "handed a released key to a waiting session" },
             "PREPARE TRANSACTION",
@@ -50,13 +51,13 @@ fn pre_prepare() {
 
 fn commit() {
     // 1. Watches taken or ended in this transaction take effect, as their LISTEN/UNLISTEN did.
-    watch::at_end(true);
+    watchers::at_end(true);
     // 2. Grants this transaction wrote for waiting heads become theirs, before the heads wake.
-    slots::settle(true);
+    requests::settle(true);
     // 3. The heads of freed keys wake (and are poked out of waits on a force-released binding).
     wakeups::at_commit();
     // 4. This session's queue places went with the transaction's locks (and its free-waits).
-    queue::end_of_transaction();
+    key_queue::end_of_transaction();
     free_waiters::end_of_transaction();
     signals::reset();
     // 5. Session bindings made or ended here are settled: released ones let go only now.
@@ -70,14 +71,14 @@ fn commit() {
 
 fn abort(prepare: bool) {
     if !prepare {
-        watch::at_end(false);
+        watchers::at_end(false);
     }
     // Offers made here are taken back. An error ending a wait already left its slot, its fast
     // line and its count as it unwound; a client that hung up ends the backend from inside the
     // wait (FATAL, no unwinding), so its wait is ended here.
-    slots::settle(false);
-    slots::abandon();
-    queue::end_of_transaction();
+    requests::settle(false);
+    requests::abandon();
+    key_queue::end_of_transaction();
     free_waiters::end_of_transaction();
     signals::reset();
     fast::reset();

@@ -5,12 +5,12 @@
 //! costs a subtransaction, but only for a caller that actually has to wait with a deadline.
 //! Unbounded waits run with `lock_timeout` off, so a session's own `lock_timeout` cannot cut a
 //! `wait => NULL` short; cancel and `statement_timeout` end every wait as usual. While waiting,
-//! the client socket signals a hang-up (`pg/client.rs`), and a pokeable wait also ends early
+//! the client socket signals a hang-up (`pg/hangup.rs`), and a pokeable wait also ends early
 //! when poked (`pg/signals.rs`).
 
 use crate::locks::tags;
 use crate::pg::backend::now;
-use crate::pg::{client, guc, signals};
+use crate::pg::{guc, hangup, signals};
 use dlock_core::Timestamp;
 use pgrx::pg_sys;
 use pgrx::{PgSqlErrorCode, PgTryBuilder};
@@ -22,7 +22,7 @@ pub enum Poke {
     Ignored,
 }
 
-/// Whether PostgreSQL's deadlock check runs for the wait (`wait/queue.rs` says when it need not).
+/// Whether PostgreSQL's deadlock check runs for the wait (`wait/key_queue.rs` says when it need not).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum DeadlockCheck {
     On,
@@ -65,8 +65,8 @@ pub fn acquire_until_checked(
         }
     };
     let Some(deadline) = deadline else {
-        client::watching(|| {
-            // SAFETY: inside the nest level `client::watching` opened.
+        hangup::watching(|| {
+            // SAFETY: inside the nest level `hangup::watching` opened.
             unsafe { guc::set_saved(c"lock_timeout", "0") };
             set_check();
             tags::acquire(tag, mode, false, true)
@@ -90,7 +90,7 @@ pub fn acquire_until_checked(
         let level = pg_sys::NewGUCNestLevel();
         guc::set_saved(c"lock_timeout", &left_ms.min(i64::from(i32::MAX)).to_string());
         set_check();
-        client::watch();
+        hangup::watch();
         // Any other error (cancel, statement_timeout, deadlock): end the subtransaction first,
         // as PL/pgSQL does, so the error aborts the caller's transaction cleanly.
         let fail = |error: pgrx::pg_sys::panic::CaughtError| -> bool {

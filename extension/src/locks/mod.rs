@@ -10,4 +10,4 @@ pub mod key;
 pub mod liveness;
 pub mod session;
 pub mod tags;
-pub mod watch;
+pub mod watchers;

@@ -17,10 +17,10 @@ pub enum Space {
     /// (`binding.rs`).
     Binding = 0x6b02,
     /// Per key hash, transaction-scoped, exclusive: the FIFO wait queue of a key
-    /// (`wait/queue.rs`); `dlock_locks.waiters` counts its holder and waiters.
+    /// (`wait/key_queue.rs`); `dlock_locks.waiters` counts its holder and waiters.
     Queue = 0x6b03,
     /// Per key hash, session-scoped, share: sessions that want a NOTIFY when the key may have
-    /// become free (`watch.rs`).
+    /// become free (`watchers.rs`).
     Watch = 0x6b04,
     /// One per database, transaction-scoped, exclusive: held by a `DROP EXTENSION dlock` under
     /// way, which ends every wait (`dropping.rs`).
@@ -29,7 +29,7 @@ pub enum Space {
     /// by whoever frees the key (`wait/free_waiters.rs`).
     FreeWait = 0x6b06,
     /// One per database (id 0), session-scoped, exclusive: held by the background worker that
-    /// announces elections' leaders whose lease expired (`workers/election_watch.rs`).
+    /// announces elections' leaders whose lease expired (`elections/worker.rs`).
     ElectionWatch = 0x6b07,
 }
 

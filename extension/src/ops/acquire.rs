@@ -5,7 +5,7 @@
 //!
 //! A newcomer first tries the key: it is granted, reenters, or finds it busy — and it also finds
 //! it busy when others already queue for it, so it never barges past them. A caller that may
-//! wait then joins the key's FIFO queue (`wait/queue.rs`) and, once at its head, watches the
+//! wait then joins the key's FIFO queue (`wait/key_queue.rs`) and, once at its head, watches the
 //! lease: it sleeps on its latch until the holder's `expires_at`, its own deadline, or a wake-up
 //! from whoever frees the key (at their commit, `wait/wakeups.rs`), and re-reads the lease each
 //! time, so renewals are respected and an expired lease changes hands within a millisecond or
@@ -21,7 +21,7 @@ use crate::pg::latch::{ensure_client_connected, sleep_until};
 use crate::pg::signals;
 use crate::pg::version::WaitEvent;
 use crate::stats::{self, WaitOutcome};
-use crate::wait::{queue, slots};
+use crate::wait::{key_queue, requests};
 use dlock_core::lease::{Blocker, Caller, Kind, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
 use pgrx::pg_sys;
@@ -49,7 +49,7 @@ pub fn acquire(
     // releasing the key would wait for. (Its own lease is its own to change, so an unlocked look
     // at it is exact.)
     let behind_others =
-        request.kind == Kind::Exclusive && queue::is_occupied(hash) && !attempt::holds_own(key, caller);
+        request.kind == Kind::Exclusive && key_queue::is_occupied(hash) && !attempt::holds_own(key, caller);
     // A try never blocks on a key another transaction is changing; a wait first waits for that
     // transaction, so that the holder's own reentry is recognised and never queues.
     let locking = Locking::of(key, hash, caller.owner, request);
@@ -101,10 +101,10 @@ fn wait_in_line(
     // fixed-size slots: leaders grant themselves.)
     let published = request.kind != Kind::Leader
         && request.ttl.is_some_and(|ttl| {
-            at_autocommit_top_level() && slots::publish(key, hash, caller.owner, caller.role, ttl, request)
+            at_autocommit_top_level() && requests::publish(key, hash, caller.owner, caller.role, ttl, request)
         });
-    let _abandon_on_error = published.then_some(slots::AbandonOnDrop);
-    if !queue::join(hash, deadline) {
+    let _abandon_on_error = published.then_some(requests::AbandonOnDrop);
+    if !key_queue::join(hash, deadline) {
         return Ok(if published { withdraw(hash, None) } else { None });
     }
     let granted = head_loop(key, hash, caller, request, info, deadline, published);
@@ -116,7 +116,7 @@ fn wait_in_line(
     // so the next in line wakes after the grant is durable, not in the middle of its WAL flush.
     // Not granted: leave at once.
     if !matches!(granted, Ok(Some(_))) {
-        queue::leave(hash);
+        key_queue::leave(hash);
     }
     granted
 }
@@ -144,7 +144,7 @@ fn head_loop(
         // Handed over: the grant is committed (a slot turns GRANTED only at the releaser's
         // commit), so no key lock is needed to see it. The releaser wakes us before it lets its
         // key lock go; not waiting for that saves a sleep in the lock manager per hand-off.
-        if published && let slots::Answer::Granted(handed) = slots::answer() {
+        if published && let requests::Answer::Granted(handed) = requests::answer() {
             return Ok(Some(handed.settle()));
         }
         // While another lease holds the key until a known expiry, sleep without touching the key
@@ -161,7 +161,7 @@ fn head_loop(
             return Ok(None);
         }
         // Holding the key lock, no hand-off is in flight: a grant to us has committed or not.
-        if published && let slots::Answer::Granted(handed) = slots::answer() {
+        if published && let requests::Answer::Granted(handed) = requests::answer() {
             locking.give_back();
             return Ok(Some(handed.settle()));
         }
@@ -220,7 +220,7 @@ fn suggest_preload_once() {
     thread_local! {
         static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
-    if !slots::enabled() && !SAID.with(|s| s.replace(true)) {
+    if !requests::enabled() && !SAID.with(|s| s.replace(true)) {
         pgrx::pg_sys::panic::ErrorReport::new(
             pgrx::PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
             "dlock: waiting without shared_preload_libraries = 'dlock' (said once per session)",
@@ -239,9 +239,9 @@ fn suggest_preload_once() {
 /// for, as any transaction changing the key is.
 fn withdraw(hash: u64, granted: Option<i64>) -> Option<i64> {
     loop {
-        match slots::withdraw() {
-            Ok(handed) => return granted.or_else(|| handed.map(slots::Handed::settle)),
-            Err(slots::InFlight) => {
+        match requests::withdraw() {
+            Ok(handed) => return granted.or_else(|| handed.map(requests::Handed::settle)),
+            Err(requests::InFlight) => {
                 keylock::lock_key(hash);
                 keylock::unlock_key(hash);
             }

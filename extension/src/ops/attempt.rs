@@ -9,7 +9,7 @@ use crate::pg::backend::{my_pid, now};
 use crate::pg::spi;
 use crate::stats::{self, Counter};
 use crate::store::{self, sweep};
-use crate::wait::{queue, wakeups};
+use crate::wait::{key_queue, wakeups};
 use dlock_core::lease::{self, Acquire, Blocker, Caller, Kind, Request};
 use dlock_core::time::expiry;
 use dlock_core::{DlockError, Timestamp};
@@ -49,7 +49,7 @@ pub fn acquire(
             lock_delay: request.lock_delay,
             info,
         };
-        let queue_ahead = !waiting && queue::is_occupied(hash);
+        let queue_ahead = !waiting && key_queue::is_occupied(hash);
         if !waiting
             && !queue_ahead
             && let Some(fence) = store::try_grant(spi, &new)
@@ -166,7 +166,7 @@ fn granted(spi: &spi::Spi, fence: i64, hash: u64, request: &Request, now: Timest
     if request.kind == Kind::Leader {
         wakeups::notify_at_commit(hash);
         if request.ttl.is_some() {
-            crate::wait::elections::wake_at_commit();
+            crate::elections::worker_start::wake_at_commit();
         }
     }
     sweep::after_grant(spi, now);

@@ -7,7 +7,7 @@ use crate::pg::backend::now;
 use crate::pg::spi::Spi;
 use crate::stats::{self, Counter};
 use crate::store;
-use crate::wait::{queue, slots};
+use crate::wait::{key_queue, requests};
 use dlock_core::lease::{self, Acquire, Caller, KeyState, Request};
 use dlock_core::time::expiry;
 
@@ -18,11 +18,11 @@ use dlock_core::time::expiry;
 /// release wrote, holding the key lock, once the release's own durability was settled: the grant
 /// makes the commit durable again (it is an acquire).
 pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
-    if !slots::enabled() {
+    if !requests::enabled() {
         return;
     }
-    let Some(index) = queue::head(hash).map(|p| slots::index_of(p)) else { return };
-    let Some((asked, ticket)) = slots::request_for(index, key, hash) else { return };
+    let Some(index) = key_queue::head(hash).map(|p| requests::index_of(p)) else { return };
+    let Some((asked, ticket)) = requests::request_for(index, key, hash) else { return };
     let now = now();
     let request = Request {
         kind: asked.kind,
@@ -50,5 +50,5 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
     };
     let fence = store::grant(spi, &new);
     stats::count_at_commit(Counter::Grants);
-    slots::offer(ticket, fence);
+    requests::offer(ticket, fence);
 }

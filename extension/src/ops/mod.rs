@@ -4,9 +4,8 @@
 //! waiting, the lease table) and never reach up to the SQL surface.
 
 pub mod acquire;
-pub mod all;
+pub mod acquire_all;
 pub mod attempt;
-pub mod election;
 pub mod fence;
 pub mod handoff;
 pub mod locking;

@@ -12,7 +12,7 @@ use crate::pg::backend::now;
 use crate::pg::{role, spi};
 use crate::stats::{self, Counter};
 use crate::store::{self, durability};
-use crate::wait::{free_waiters, queue, wakeups};
+use crate::wait::{free_waiters, key_queue, wakeups};
 use dlock_core::lease::{self, Kind, Lease, Release};
 use dlock_core::{DlockError, key::key_hash};
 
@@ -21,7 +21,7 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
     let hash = key_hash(key);
     // A shared lease this session took, with nobody waiting for the key (so nothing to hand
     // over): released with share-mode locks, beside other shared holders' releases.
-    if locking::take_shared(key, owner) && !queue::is_occupied(hash) {
+    if locking::take_shared(key, owner) && !key_queue::is_occupied(hash) {
         let locks = Locking::shared_release(key, hash, owner);
         locks.take(None, false);
         let released = spi::connect(|spi| {

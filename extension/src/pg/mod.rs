@@ -4,9 +4,9 @@
 //! PostgreSQL versions (`version`).
 
 pub mod backend;
-pub mod client;
 pub mod ffi;
 pub mod guc;
+pub mod hangup;
 pub mod latch;
 pub mod loaded;
 pub mod pending;

@@ -1,23 +1,23 @@
 //! What dlock did, counted per database since the server started or since
 //! `dlock_stats_reset()`: grants, releases, expiries, waits and their durations, hand-offs,
 //! notifications, fast mode's the same. The counts live in shared memory as atomics (preloaded
-//! only: `table.rs`); without preload nothing is counted and `dlock_stats` is empty.
+//! only: `counters.rs`); without preload nothing is counted and `dlock_stats` is empty.
 //!
 //! Lease events count when their transaction commits (a grant rolled back never happened), so
 //! they are noted here first (`count_at_commit`); waits and fast mode's calls, which happen
 //! whatever the transaction does, count at once (`count`).
 
+mod counters;
 mod log;
-mod table;
 mod waits;
 
 use crate::pg::pending::Pending;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 
+pub use counters::{request, startup};
+pub use counters::{reset, snapshot};
 pub use log::{define_settings, expired};
-pub use table::{request, startup};
-pub use table::{reset, snapshot};
 pub use waits::{WaitOutcome, note_handed, wait_ended, wait_started};
 
 /// One counter of `dlock_stats` (its column, in this order).
@@ -87,17 +87,17 @@ thread_local! {
 
 /// Counts `counter` for this database now.
 pub fn count(counter: Counter) {
-    table::add(counter, 1);
+    counters::add(counter, 1);
 }
 
 /// Counts `counter` for `database` now (fast mode's sweep clears entries of every database).
 pub fn count_for(database: u32, counter: Counter) {
-    table::add_to(database, counter, 1);
+    counters::add_to(database, counter, 1);
 }
 
 /// Counts `counter` for this database when the open transaction commits.
 pub fn count_at_commit(counter: Counter) {
-    if table::enabled() {
+    if counters::enabled() {
         PENDING.with(|p| p.borrow_mut().push(counter));
     }
 }

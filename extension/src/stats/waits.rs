@@ -2,7 +2,7 @@
 //! error: cancel, statement_timeout, a client that hung up), its duration in the histogram, and
 //! a LOG line when it took `dlock.log_min_wait` or longer.
 
-use super::{Counter, log, table};
+use super::{Counter, counters, log};
 use crate::pg::backend::now;
 use dlock_core::Timestamp;
 use std::cell::RefCell;
@@ -47,10 +47,10 @@ impl Drop for Counted {
 /// A wait for `key` starts (fast mode's, if `fast`); it ends by [`wait_ended`], or as
 /// `Cancelled` when the guard is dropped first.
 pub fn wait_started(fast: bool, key: &str, owner: &str, role: u32) -> Counted {
-    if !table::enabled() && log::min_wait_ms().is_none() {
+    if !counters::enabled() && log::min_wait_ms().is_none() {
         return Counted;
     }
-    table::add(if fast { Counter::FastWaitsStarted } else { Counter::WaitsStarted }, 1);
+    counters::add(if fast { Counter::FastWaitsStarted } else { Counter::WaitsStarted }, 1);
     let wait =
         Wait { started: now(), fast, key: key.to_string(), owner: owner.to_string(), role, handed: false };
     WAIT.with(|w| *w.borrow_mut() = Some(wait));
@@ -78,7 +78,7 @@ pub fn wait_ended(outcome: WaitOutcome) {
         (WaitOutcome::TimedOut, true) => Counter::FastWaitsTimedOut,
         (WaitOutcome::Cancelled, true) => Counter::FastWaitsCancelled,
     };
-    table::add(counter, 1);
+    counters::add(counter, 1);
     if outcome == WaitOutcome::Granted {
         let handoff = match (wait.fast, wait.handed) {
             (true, _) => Counter::FastHandoffs,
@@ -86,9 +86,9 @@ pub fn wait_ended(outcome: WaitOutcome) {
             (false, false) => Counter::HandoffsSelf,
         };
         if !wait.fast || wait.handed {
-            table::add(handoff, 1);
+            counters::add(handoff, 1);
         }
     }
-    table::add_wait(waited);
+    counters::add_wait(waited);
     log::long_wait(&wait.key, &wait.owner, wait.role, wait.fast, waited, wait.handed, outcome);
 }

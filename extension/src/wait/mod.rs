@@ -6,10 +6,9 @@
 //! algorithm itself is an operation (`ops/acquire.rs`).
 
 pub mod answers;
-pub mod elections;
 pub mod free_waiters;
+pub mod key_queue;
 pub mod occupancy;
-pub mod queue;
-pub mod slot_table;
-pub mod slots;
+pub mod request_slots;
+pub mod requests;
 pub mod wakeups;

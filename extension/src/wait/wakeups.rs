@@ -7,7 +7,7 @@
 //! pre-commit (`freed`), which PostgreSQL sends after the commit.
 
 use crate::pg::pending::Pending;
-use crate::wait::{free_waiters, queue};
+use crate::wait::{free_waiters, key_queue};
 use pgrx::pg_sys;
 use std::cell::RefCell;
 
@@ -49,11 +49,11 @@ pub fn freed() -> Vec<u64> {
 pub fn at_commit() {
     CHANGED.with(|c| c.borrow_mut().take());
     for hash in FREED.with(|f| f.borrow_mut().take()) {
-        queue::wake_head(hash);
+        key_queue::wake_head(hash);
         free_waiters::wake(hash, free_waiters::free_at_commit(hash).as_deref());
     }
     for hash in FORCED.with(|f| f.borrow_mut().take()) {
-        queue::poke_head(hash);
+        key_queue::poke_head(hash);
         free_waiters::wake(hash, free_waiters::free_at_commit(hash).as_deref());
     }
 }

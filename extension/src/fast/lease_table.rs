@@ -1,0 +1,365 @@
+//! Fast mode's table in shared memory: its settings, the partitioned hash of entries, the
+//! partition locks, the waiters' slots, the lock-delay's start and the fence epochs.
+
+use crate::fast::epoch;
+use crate::pg::backend;
+use dlock_core::key::key_hash;
+use dlock_core::{DlockError, Micros, Timestamp};
+use pgrx::pg_sys;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+use super::quota::{self, Quotas};
+use super::wait_lines::{Line, Slots};
+
+use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
+
+const PARTITIONS: usize = 16;
+const TRANCHE: &CStr = c"dlock v2 fast";
+use epoch::{COUNTER_BITS, COUNTER_MARGIN, COUNTER_MAX};
+static MAX_LEASES: GucSetting<i32> = GucSetting::<i32>::new(16384);
+static MAX_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
+
+#[repr(C)]
+pub(super) struct Entry {
+    /// The hash table's key: the key's 64-bit hash.
+    pub(super) hash: u64,
+    pub(super) database: u32,
+    pub(super) key_len: u16,
+    pub(super) owner_len: u16,
+    pub(super) role: u32,
+    pub(super) hold_count: i32,
+    pub(super) fence: i64,
+    pub(super) expires_at: Timestamp,
+    /// The key's line of waiters (`wait_lines.rs`).
+    pub(super) line: Line,
+    pub(super) key: [u8; MAX_KEY_BYTES],
+    pub(super) owner: [u8; MAX_OWNER_BYTES],
+}
+
+impl Entry {
+    pub(super) fn owner(&self) -> &[u8] {
+        &self.owner[..self.owner_len as usize]
+    }
+}
+
+#[repr(C)]
+pub(super) struct Shared {
+    /// When this server's shared memory was set up: the lock-delay starts here.
+    pub(super) started_at: Timestamp,
+    /// `epoch << COUNTER_BITS | n` of the last fence handed out (epoch 0: none drawn yet).
+    pub(super) fence: AtomicU64,
+    /// Entries in the hash table, live or expired (expired ones are reused or swept; released
+    /// ones are removed at once).
+    pub(super) entries: AtomicU32,
+    /// No entry expires before this (a lower bound, lowered by grants and renewals under their
+    /// partition lock, and set exactly by a sweep): while it lies ahead, nothing is expired and
+    /// a refused request has nothing to sweep.
+    pub(super) next_expiry: AtomicI64,
+}
+
+pub(super) struct Table {
+    shared: *mut Shared,
+    hash: *mut pg_sys::HTAB,
+    /// PARTITIONS partition locks, then the epoch lock and the shares' lock.
+    locks: *mut pg_sys::LWLockPadded,
+    pub(super) quotas: Quotas,
+    /// The waiters' slots and lines (`wait_lines.rs`).
+    pub(super) waiters: Slots,
+}
+
+/// The epoch lock's index in the tranche; the shares' lock comes after it.
+const EPOCH_LOCK: usize = PARTITIONS;
+const QUOTA_LOCK: usize = PARTITIONS + 1;
+
+static mut TABLE: Option<Table> = None;
+
+pub(super) fn capacity() -> usize {
+    MAX_LEASES.get().max(1) as usize
+}
+
+/// `dlock.fast_max_ttl` in microseconds.
+pub fn max_ttl_us() -> Micros {
+    i64::from(MAX_TTL_S.get()) * 1_000_000
+}
+
+/// Asks for the table's memory and locks (`shmem.rs`'s request hook).
+pub fn request() {
+    // SAFETY: the postmaster's shared memory request phase.
+    unsafe {
+        let entries = pg_sys::hash_estimate_size(capacity() as i64, std::mem::size_of::<Entry>());
+        pg_sys::RequestAddinShmemSpace(
+            std::mem::size_of::<Shared>() + entries + quota::size(capacity()) + Slots::size(),
+        );
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), QUOTA_LOCK as i32 + 1);
+    }
+}
+
+/// Sets the table up (`shmem.rs`'s startup hook).
+pub fn startup() {
+    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
+    unsafe {
+        let mut found = false;
+        let shared = pg_sys::ShmemInitStruct(
+            c"dlock v2 fast state".as_ptr(),
+            std::mem::size_of::<Shared>(),
+            &mut found,
+        ) as *mut Shared;
+        if !found {
+            std::ptr::addr_of_mut!((*shared).started_at).write(pg_sys::GetCurrentTimestamp());
+            std::ptr::addr_of_mut!((*shared).fence).write(AtomicU64::new(0));
+            std::ptr::addr_of_mut!((*shared).entries).write(AtomicU32::new(0));
+            std::ptr::addr_of_mut!((*shared).next_expiry).write(AtomicI64::new(Timestamp::MAX));
+        }
+        let mut slots_found = false;
+        let slots =
+            pg_sys::ShmemInitStruct(c"dlock v2 fast waiters".as_ptr(), Slots::size(), &mut slots_found);
+        let waiters = Slots::startup(slots as *mut u8, slots_found);
+        let mut info: pg_sys::HASHCTL = std::mem::zeroed();
+        info.keysize = std::mem::size_of::<u64>();
+        info.entrysize = std::mem::size_of::<Entry>();
+        info.num_partitions = PARTITIONS as i64;
+        let hash = pg_sys::ShmemInitHash(
+            c"dlock v2 fast leases".as_ptr(),
+            capacity() as i64,
+            capacity() as i64,
+            &mut info,
+            (pg_sys::HASH_ELEM | pg_sys::HASH_BLOBS | pg_sys::HASH_PARTITION) as i32,
+        );
+        let locks = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
+        let quotas = Quotas::startup(capacity(), &mut (*locks.add(QUOTA_LOCK)).lock);
+        TABLE = Some(Table { shared, hash, locks, quotas, waiters });
+    }
+}
+
+/// Defines the fast-mode settings (`shmem.rs`, while preloading).
+pub fn define_settings() {
+    GucRegistry::define_int_guc(
+        c"dlock.fast_max_leases",
+        c"How many fast-mode leases shared memory holds.",
+        c"Each takes about 450 bytes. A fast acquire of a new key when the table is full \
+          (after expired leases are cleared) fails with SQLSTATE 53400; so does one by a role \
+          or in a database at its share (dlock.fast_max_leases_per_role, _per_database).",
+        &MAX_LEASES,
+        1,
+        i32::MAX / 2,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dlock.fast_max_ttl",
+        c"Longest ttl of a fast-mode lease; also the lock-delay after every server start.",
+        c"No fast key is granted for this long after the server starts, so that leases \
+          granted before a restart or crash have run out first.",
+        &MAX_TTL_S,
+        1,
+        86_400,
+        GucContext::Postmaster,
+        GucFlags::UNIT_S,
+    );
+    quota::define_settings();
+}
+
+/// The table, if dlock was preloaded.
+pub(super) fn preloaded() -> Option<&'static Table> {
+    // SAFETY: written once by the postmaster before backends fork, read-only afterwards.
+    unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
+}
+
+/// The table for a fast-mode call: not without preload (55000), nor on a standby (25006).
+pub(super) fn table() -> Result<&'static Table, DlockError> {
+    if crate::pg::loaded::is_second_library() {
+        return Err(DlockError::SecondLibrary);
+    }
+    let table = preloaded().ok_or(DlockError::NotPreloaded)?;
+    // SAFETY: reads shared state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        return Err(DlockError::OnStandby);
+    }
+    Ok(table)
+}
+
+/// The key a call is about: its text, hash, and partition.
+pub(super) struct Key<'a> {
+    pub(super) text: &'a str,
+    pub(super) database: u32,
+    pub(super) hash: u64,
+    pub(super) part: usize,
+}
+
+impl<'a> Key<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        let database = current_database();
+        let hash = key_hash(text) ^ u64::from(database).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Key { text, database, hash, part: (hash as u32 as usize) % PARTITIONS }
+    }
+
+    /// Whether `entry` is this key's (and not one that shares its hash).
+    pub(super) fn owns(&self, entry: &Entry) -> bool {
+        entry.database == self.database && &entry.key[..entry.key_len as usize] == self.text.as_bytes()
+    }
+}
+
+pub(super) fn current_database() -> u32 {
+    backend::database().to_u32()
+}
+
+impl Table {
+    pub(super) fn lock(&self, index: usize) -> *mut pg_sys::LWLock {
+        // SAFETY: the tranche has PARTITIONS + 1 locks.
+        unsafe { &mut (*self.locks.add(index)).lock }
+    }
+
+    pub(super) fn shared(&self) -> &Shared {
+        // SAFETY: initialised at startup; only atomics and CVs are touched after.
+        unsafe { &*self.shared }
+    }
+
+    /// Runs `f` under the partition lock of `key` (`f` never errors out).
+    pub(super) fn locked<R>(&self, key: &Key, f: impl FnOnce(&Table) -> R) -> R {
+        // SAFETY: LWLocks are released by the abort path should anything below fail.
+        unsafe {
+            pg_sys::LWLockAcquire(self.lock(key.part), pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let result = f(self);
+            pg_sys::LWLockRelease(self.lock(key.part));
+            result
+        }
+    }
+
+    /// The entry of `key` (caller holds its partition lock, which is what makes it ours to
+    /// change).
+    #[allow(clippy::mut_from_ref)]
+    pub(super) fn find(&self, key: &Key, action: pg_sys::HASHACTION::Type) -> (Option<&mut Entry>, bool) {
+        let mut found = false;
+        // SAFETY: a shared partitioned table, searched with the hash code of its own key bytes
+        // (always computed the same way, so lookups agree), under the partition's lock.
+        unsafe {
+            let entry = pg_sys::hash_search_with_hash_value(
+                self.hash,
+                &key.hash as *const u64 as *const std::ffi::c_void,
+                key.hash as u32,
+                action,
+                &mut found,
+            ) as *mut Entry;
+            (entry.as_mut(), found)
+        }
+    }
+
+    /// The next fence, drawing a new epoch first when needed (never under a partition lock:
+    /// drawing flushes WAL).
+    pub(super) fn ensure_epoch(&self) {
+        let state = self.shared().fence.load(Ordering::Acquire);
+        if state >> COUNTER_BITS != 0 && state & COUNTER_MAX < COUNTER_MAX - COUNTER_MARGIN {
+            return;
+        }
+        let epoch_lock = self.lock(EPOCH_LOCK);
+        // SAFETY: the epoch lock serialises draws; nextval and the flush may error out, and the
+        // abort path releases the lock.
+        unsafe {
+            pg_sys::LWLockAcquire(epoch_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let state = self.shared().fence.load(Ordering::Acquire);
+            if state >> COUNTER_BITS == 0 || state & COUNTER_MAX >= COUNTER_MAX - COUNTER_MARGIN {
+                let epoch = epoch::draw();
+                self.shared().fence.store(epoch << COUNTER_BITS, Ordering::Release);
+            }
+            pg_sys::LWLockRelease(epoch_lock);
+        }
+    }
+
+    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry). Never
+    /// carries into the epoch bits: an epoch nobody drew could repeat one drawn later.
+    pub(super) fn next_fence(&self) -> Option<i64> {
+        let fence = &self.shared().fence;
+        let mut current = fence.load(Ordering::Acquire);
+        loop {
+            if current >> COUNTER_BITS == 0 || current & COUNTER_MAX == COUNTER_MAX {
+                return None;
+            }
+            match fence.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some((current + 1) as i64),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Runs `f` on every entry, holding every partition lock (shared); `f` must not fail.
+    pub(super) fn scan(&self, mut f: impl FnMut(&Entry)) {
+        // SAFETY: a scan of the shared table under all its partition locks.
+        unsafe {
+            for i in 0..PARTITIONS {
+                pg_sys::LWLockAcquire(self.lock(i), pg_sys::LWLockMode::LW_SHARED);
+            }
+            let mut status: pg_sys::HASH_SEQ_STATUS = std::mem::zeroed();
+            pg_sys::hash_seq_init(&mut status, self.hash);
+            loop {
+                let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
+                let Some(entry) = entry.as_ref() else { break };
+                f(entry);
+            }
+            for i in (0..PARTITIONS).rev() {
+                pg_sys::LWLockRelease(self.lock(i));
+            }
+        }
+    }
+
+    /// Notes that an entry now expires at `expires_at` (caller holds its partition lock).
+    pub(super) fn expires(&self, expires_at: Timestamp) {
+        self.shared().next_expiry.fetch_min(expires_at, Ordering::AcqRel);
+    }
+
+    /// Removes the entry of `key` (caller holds its partition lock, and found it), giving its
+    /// share back.
+    pub(super) fn remove(&self, key: &Key, role: u32, database: u32) {
+        self.find(key, pg_sys::HASHACTION::HASH_REMOVE);
+        self.shared().entries.fetch_sub(1, Ordering::AcqRel);
+        self.quotas.refund(role, database);
+    }
+
+    /// Clears every expired entry (all partition locks, in order) if any can have expired by
+    /// `now`; how many it cleared. So a sweep happens only after some lease ran out or was
+    /// renewed, however many requests are refused meanwhile: a refused request costs one read
+    /// of `next_expiry`.
+    pub(super) fn sweep(&self, now: Timestamp) -> usize {
+        if self.shared().next_expiry.load(Ordering::Acquire) > now {
+            return 0;
+        }
+        // SAFETY: holding every partition lock, the table may be scanned and changed.
+        unsafe {
+            for i in 0..PARTITIONS {
+                pg_sys::LWLockAcquire(self.lock(i), pg_sys::LWLockMode::LW_EXCLUSIVE);
+            }
+            let mut dead = Vec::new();
+            let mut next = Timestamp::MAX;
+            let mut status: pg_sys::HASH_SEQ_STATUS = std::mem::zeroed();
+            pg_sys::hash_seq_init(&mut status, self.hash);
+            loop {
+                let entry = pg_sys::hash_seq_search(&mut status) as *mut Entry;
+                let Some(entry) = entry.as_ref() else { break };
+                // An expired entry with waiters is theirs: the first takes it over.
+                if entry.expires_at <= now && entry.line.is_empty() {
+                    dead.push((entry.hash, entry.role, entry.database));
+                } else {
+                    next = next.min(entry.expires_at);
+                }
+            }
+            for (hash, role, database) in &dead {
+                crate::stats::count_for(*database, crate::stats::Counter::FastExpiries);
+                pg_sys::hash_search_with_hash_value(
+                    self.hash,
+                    hash as *const u64 as *const std::ffi::c_void,
+                    *hash as u32,
+                    pg_sys::HASHACTION::HASH_REMOVE,
+                    std::ptr::null_mut(),
+                );
+                self.quotas.refund(*role, *database);
+            }
+            self.shared().entries.fetch_sub(dead.len() as u32, Ordering::AcqRel);
+            self.shared().next_expiry.store(next, Ordering::Release);
+            for i in (0..PARTITIONS).rev() {
+                pg_sys::LWLockRelease(self.lock(i));
+            }
+            dead.len()
+        }
+    }
+}

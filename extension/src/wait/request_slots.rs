@@ -1,0 +1,214 @@
+//! The wait table's shared memory (preloaded only): `dlock.wait_slots` slots, a free list, and
+//! each backend's slot by proc number, under one lock. What the slots mean is `requests.rs`'s.
+
+use pgrx::pg_sys;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::CStr;
+
+pub(super) const KEY_MAX: usize = 1024;
+pub(super) const OWNER_MAX: usize = 256;
+const TRANCHE: &CStr = c"dlock v2 wait table";
+/// No slot (in `by_proc`).
+const NONE: i32 = -1;
+
+pub(super) const IDLE: u32 = 0;
+pub(super) const WAITING: u32 = 1;
+pub(super) const OFFERED: u32 = 2;
+pub(super) const GRANTED: u32 = 3;
+
+#[repr(C)]
+pub(super) struct Slot {
+    pub(super) seq: u64,
+    pub(super) state: u32,
+    pub(super) pid: i32,
+    pub(super) role: u32,
+    pub(super) hash: u64,
+    pub(super) ttl_us: i64,
+    /// The request's kind (`Kind::code`), permits (0: none) and lock-delay.
+    pub(super) kind: u8,
+    pub(super) max_holders: i32,
+    pub(super) lock_delay: i64,
+    pub(super) fence: i64,
+    /// End of the commit record of the grant (set with `GRANTED`).
+    pub(super) commit_lsn: u64,
+    pub(super) key_len: u16,
+    pub(super) owner_len: u16,
+    pub(super) key: [u8; KEY_MAX],
+    pub(super) owner: [u8; OWNER_MAX],
+}
+
+/// The shared part: a header, then `procs` slot numbers (by proc number), `len` free-list
+/// entries and `len` slots.
+#[repr(C)]
+struct Header {
+    free_count: u32,
+}
+
+pub(super) struct Table {
+    lock: *mut pg_sys::LWLock,
+    header: *mut Header,
+    by_proc: *mut i32,
+    procs: usize,
+    free: *mut u32,
+    slots: *mut Slot,
+    len: usize,
+}
+
+static mut TABLE: Option<Table> = None;
+
+/// `dlock.wait_slots`: -1 means one per backend.
+static WAIT_SLOTS: GucSetting<i32> = GucSetting::<i32>::new(-1);
+
+fn proc_count() -> usize {
+    // SAFETY: set by the postmaster before shared memory is sized. Backends and background
+    // workers, the only processes that run SQL, have proc numbers below it.
+    unsafe { pg_sys::MaxBackends.max(1) as usize }
+}
+
+fn slot_count() -> usize {
+    match WAIT_SLOTS.get() {
+        n if n < 0 => proc_count(),
+        n => (n as usize).min(proc_count()),
+    }
+}
+
+fn layout(procs: usize, len: usize) -> (usize, usize, usize, usize) {
+    let align = |n: usize| n.div_ceil(8) * 8;
+    let by_proc = align(std::mem::size_of::<Header>());
+    let free = align(by_proc + procs * std::mem::size_of::<i32>());
+    let slots = align(free + len * std::mem::size_of::<u32>());
+    (by_proc, free, slots, slots + len * std::mem::size_of::<Slot>())
+}
+
+/// Asks for the table's memory and lock (`shmem.rs`'s request hook).
+pub fn request() {
+    // SAFETY: the postmaster's shared memory request phase.
+    unsafe {
+        pg_sys::RequestAddinShmemSpace(layout(proc_count(), slot_count()).3);
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
+    }
+}
+
+/// Sets the table up (`shmem.rs`'s startup hook).
+pub fn startup() {
+    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
+    unsafe {
+        let (procs, len) = (proc_count(), slot_count());
+        let (by_proc, free, slots, size) = layout(procs, len);
+        let mut found = false;
+        let base = pg_sys::ShmemInitStruct(c"dlock v2 wait table".as_ptr(), size, &mut found) as *mut u8;
+        let table = Table {
+            lock: &mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock as *mut pg_sys::LWLock,
+            header: base as *mut Header,
+            by_proc: base.add(by_proc) as *mut i32,
+            procs,
+            free: base.add(free) as *mut u32,
+            slots: base.add(slots) as *mut Slot,
+            len,
+        };
+        if !found {
+            std::ptr::write_bytes(base, 0, size);
+            (*table.header).free_count = len as u32;
+            for i in 0..procs {
+                *table.by_proc.add(i) = NONE;
+            }
+            for i in 0..len {
+                // Popped from the end: slot 0 first.
+                *table.free.add(i) = (len - 1 - i) as u32;
+            }
+        }
+        TABLE = Some(table);
+    }
+}
+
+/// Defines `dlock.wait_slots` (`shmem.rs`, while preloading).
+pub fn define_settings() {
+    GucRegistry::define_int_guc(
+        c"dlock.wait_slots",
+        c"Slots of the wait table for direct hand-off (-1: one per backend).",
+        c"Each key that has waiters uses one slot for its queue's head. A head that finds the \
+          table full is still served, but grants itself when woken (one more WAL flush), as \
+          without shared_preload_libraries. Each slot takes about 1.3 kB of shared memory.",
+        &WAIT_SLOTS,
+        -1,
+        i32::MAX,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+}
+
+/// Whether the table exists (dlock was preloaded).
+pub fn enabled() -> bool {
+    table().is_some()
+}
+
+fn table() -> Option<&'static Table> {
+    // SAFETY: written once by the postmaster before backends fork, read-only afterwards.
+    unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
+}
+
+/// Runs `f` on the table under its lock (never across anything that can fail).
+pub(super) fn with_table<R>(f: impl FnOnce(&Table) -> R) -> Option<R> {
+    let table = table()?;
+    // SAFETY: the LWLock serialises every access; `f` is plain field work that cannot error
+    // out while the lock is held.
+    unsafe {
+        pg_sys::LWLockAcquire(table.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let result = f(table);
+        pg_sys::LWLockRelease(table.lock);
+        Some(result)
+    }
+}
+
+impl Table {
+    /// The slot proc number `proc` has, if any.
+    pub(super) fn slot_of(&self, proc: usize) -> Option<usize> {
+        // SAFETY: `proc` checked against the array's length; caller holds the lock.
+        (proc < self.procs)
+            .then(|| unsafe { *self.by_proc.add(proc) })
+            .filter(|&i| i != NONE)
+            .map(|i| i as usize)
+    }
+
+    /// Slot `index` (caller holds the lock).
+    #[allow(clippy::mut_from_ref)]
+    pub(super) fn slot(&self, index: usize) -> &mut Slot {
+        debug_assert!(index < self.len);
+        // SAFETY: slot indices come from the free list or `by_proc`, all below `len`.
+        unsafe { &mut *self.slots.add(index) }
+    }
+
+    /// Our slot, taking one from the free list if we have none; `None` if the table is full.
+    pub(super) fn take_slot(&self, proc: usize) -> Option<usize> {
+        if proc >= self.procs {
+            return None;
+        }
+        if let Some(index) = self.slot_of(proc) {
+            return Some(index);
+        }
+        // SAFETY: caller holds the lock; the free list holds `free_count` slot numbers.
+        unsafe {
+            let header = &mut *self.header;
+            if header.free_count == 0 {
+                return None;
+            }
+            header.free_count -= 1;
+            let index = *self.free.add(header.free_count as usize) as usize;
+            *self.by_proc.add(proc) = index as i32;
+            Some(index)
+        }
+    }
+
+    /// Gives our slot back to the free list.
+    pub(super) fn put_slot(&self, proc: usize) {
+        if let Some(index) = self.slot_of(proc) {
+            // SAFETY: caller holds the lock; a slot is either in `by_proc` or free, never both.
+            unsafe {
+                let header = &mut *self.header;
+                *self.free.add(header.free_count as usize) = index as u32;
+                header.free_count += 1;
+                *self.by_proc.add(proc) = NONE;
+            }
+        }
+    }
+}
