@@ -65,7 +65,7 @@ demo: install
 
 # On 15 (the default), the whole suite, then on 18 the SQL-level suites and the multi-session
 # integration tests; `make test PG=18` runs the whole suite on 18.
-test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples test-clients
+test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples test-clients test-java
 ifeq ($(PG),15)
 	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-hostile
 	@$(MAKE) --no-print-directory test-package
@@ -90,16 +90,24 @@ test-hostile: install
 	 if [ "$$clusters" -lt 10 ]; then echo "make test-hostile: only $$clusters clusters had the net" >&2; exit 1; fi; \
 	 echo "make test-hostile: $$clusters clusters with the net, no trap sprang"
 
-# The Python wheel and the npm tarball (clients/) into $(BUILD)/clients/; their paths, one per line.
-.PHONY: clients test-clients
+# The Python wheel, the npm tarball and the Java jar (clients/) into $(BUILD)/clients/; their
+# paths, one per line.
+.PHONY: clients test-clients test-java
 clients:
 	@bash tests/scripts/clients.sh build
+	@bash tests/scripts/java.sh build | tail -n 1
 
 # The Python and TypeScript clients' own suites (mypy --strict, pytest, node --test, the tarball
 # installed into an empty project) and the conformance suite (conformance/) with every runner,
 # on a throwaway cluster with dlock preloaded and a pgbouncer in transaction mode.
 test-clients: install
 	@bash tests/scripts/clients.sh test
+
+# The Java client's JUnit suite and its conformance runner (--strict), on a throwaway cluster
+# with dlock preloaded and a pgbouncer in transaction mode (built offline: javac, and the JDBC
+# driver, HikariCP, JUnit 5 and Gson from Debian's packages).
+test-java: install
+	@bash tests/scripts/java.sh test
 
 # Plain Rust unit tests (no PostgreSQL needed).
 test-unit: setup
@@ -151,10 +159,11 @@ bench-wait: install
 bench-client: install
 	@bash bench/client.sh
 
-# The same for the Python and TypeScript clients over their raw drivers, 8 at once.
+# The same for the Python, TypeScript and Java clients over their raw drivers, 8 at once.
 .PHONY: bench-clients
 bench-clients: install
 	@bash tests/scripts/clients.sh bench
+	@bash tests/scripts/java.sh bench
 
 # Instructions per uncontended pair (valgrind's callgrind, repeatable to the instruction): the
 # two-statement bound, the hand-written lock table and dlock, with dlock's pair split in parts.
@@ -169,6 +178,7 @@ bench-targets: install
 bench: install
 	@bash bench/suite.sh
 	@bash tests/scripts/clients.sh bench
+	@bash tests/scripts/java.sh bench
 
 # Fault injection (tests/chaos/): worker processes (Rust client and raw SQL, some of the latter with
 # session-bound leases) take hot keys with 1-2 s ttls and write to a fenced resource while the
