@@ -26,6 +26,7 @@ mod hooks;
 mod locks;
 mod ops;
 mod pg;
+mod settings;
 mod stats;
 mod store;
 mod wait;
@@ -40,7 +41,7 @@ pub extern "C-unwind" fn _PG_init() {
     // A second dlock library in this process must not define the settings again (PostgreSQL
     // refuses) nor touch the first one's shared memory (`pg/loaded.rs`).
     if !pg::loaded::detect_second_library() {
-        api::settings::define();
+        settings::define();
     }
     hooks::register();
     pg::signals::install();

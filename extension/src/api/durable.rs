@@ -5,7 +5,7 @@
 //! can ever be picked up in their place.
 
 use crate::api::convert::{micros, timestamptz};
-use crate::api::settings;
+use crate::settings;
 use crate::ops;
 use crate::pg::report::OrRaise;
 use crate::pg::role;

@@ -6,6 +6,5 @@ mod convert;
 mod durable;
 mod fast;
 mod primitives;
-pub mod settings;
 mod stats;
 mod views;

@@ -3,7 +3,7 @@
 //! function does (`durable.rs`).
 
 use crate::api::convert::{micros, timestamptz};
-use crate::api::settings;
+use crate::settings;
 use crate::ops;
 use crate::pg::report::OrRaise;
 use crate::pg::role;

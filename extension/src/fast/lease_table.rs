@@ -6,7 +6,6 @@ use crate::pg::backend;
 use dlock_core::key::key_hash;
 use dlock_core::{DlockError, Micros, Timestamp};
 use pgrx::pg_sys;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
@@ -18,8 +17,6 @@ use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYT
 const PARTITIONS: usize = 16;
 const TRANCHE: &CStr = c"dlock v2 fast";
 use epoch::{COUNTER_BITS, COUNTER_MARGIN, COUNTER_MAX};
-static MAX_LEASES: GucSetting<i32> = GucSetting::<i32>::new(16384);
-static MAX_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(60);
 
 #[repr(C)]
 pub(super) struct Entry {
@@ -76,12 +73,12 @@ const QUOTA_LOCK: usize = PARTITIONS + 1;
 static mut TABLE: Option<Table> = None;
 
 pub(super) fn capacity() -> usize {
-    MAX_LEASES.get().max(1) as usize
+    crate::settings::fast_max_leases()
 }
 
 /// `dlock.fast_max_ttl` in microseconds.
 pub fn max_ttl_us() -> Micros {
-    i64::from(MAX_TTL_S.get()) * 1_000_000
+    crate::settings::fast_max_ttl_us()
 }
 
 /// Asks for the table's memory and locks (`shmem.rs`'s request hook).
@@ -131,34 +128,6 @@ pub fn startup() {
         let quotas = Quotas::startup(capacity(), &mut (*locks.add(QUOTA_LOCK)).lock);
         TABLE = Some(Table { shared, hash, locks, quotas, waiters });
     }
-}
-
-/// Defines the fast-mode settings (`shmem.rs`, while preloading).
-pub fn define_settings() {
-    GucRegistry::define_int_guc(
-        c"dlock.fast_max_leases",
-        c"How many fast-mode leases shared memory holds.",
-        c"Each takes about 450 bytes. A fast acquire of a new key when the table is full \
-          (after expired leases are cleared) fails with SQLSTATE 53400; so does one by a role \
-          or in a database at its share (dlock.fast_max_leases_per_role, _per_database).",
-        &MAX_LEASES,
-        1,
-        i32::MAX / 2,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"dlock.fast_max_ttl",
-        c"Longest ttl of a fast-mode lease; also the lock-delay after every server start.",
-        c"No fast key is granted for this long after the server starts, so that leases \
-          granted before a restart or crash have run out first.",
-        &MAX_TTL_S,
-        1,
-        86_400,
-        GucContext::Postmaster,
-        GucFlags::UNIT_S,
-    );
-    quota::define_settings();
 }
 
 /// The table, if dlock was preloaded.

@@ -32,5 +32,5 @@ mod ops;
 mod quota;
 mod wait_lines;
 
-pub use lease_table::{define_settings, max_ttl_us, request, startup};
+pub use lease_table::{max_ttl_us, request, startup};
 pub use ops::{Request, acquire, fill, holds, live, release, renew, reset};

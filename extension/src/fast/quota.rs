@@ -10,10 +10,6 @@
 
 use dlock_core::Share;
 use pgrx::pg_sys;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
-
-static PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(-1);
-static PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(-1);
 
 const ROLE: u64 = 1 << 32;
 const DATABASE: u64 = 2 << 32;
@@ -29,39 +25,6 @@ struct Count {
 pub(super) struct Quotas {
     hash: *mut pg_sys::HTAB,
     lock: *mut pg_sys::LWLock,
-}
-
-fn share(setting: &GucSetting<i32>, capacity: usize) -> i64 {
-    match setting.get() {
-        n if n < 0 => (capacity as i64 / 2).max(1),
-        n => i64::from(n),
-    }
-}
-
-/// Defines the two settings (`fast::define_settings`).
-pub(super) fn define_settings() {
-    GucRegistry::define_int_guc(
-        c"dlock.fast_max_leases_per_role",
-        c"Most fast-mode table entries one role may hold, in all databases (-1: half the table).",
-        c"A fast acquire of a new key by a role at its share fails with SQLSTATE 53400, so that \
-          one role cannot take the table from the others.",
-        &PER_ROLE,
-        -1,
-        i32::MAX / 2,
-        GucContext::Sighup,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"dlock.fast_max_leases_per_database",
-        c"Most fast-mode table entries one database may hold (-1: half the table).",
-        c"A fast acquire of a new key in a database at its share fails with SQLSTATE 53400, so \
-          that one database cannot take the table from the others.",
-        &PER_DATABASE,
-        -1,
-        i32::MAX / 2,
-        GucContext::Sighup,
-        GucFlags::default(),
-    );
 }
 
 /// Shared memory for the counts of a table of `capacity` entries.
@@ -140,7 +103,7 @@ impl Quotas {
 
     /// Counts one more entry for `role` in `database`, unless either is at its share.
     pub(super) fn charge(&self, role: u32, database: u32, capacity: usize) -> Result<(), Share> {
-        let (role_max, database_max) = (share(&PER_ROLE, capacity), share(&PER_DATABASE, capacity));
+        let (role_max, database_max) = crate::settings::fast_shares(capacity);
         self.locked(|| {
             let role_held = self.held(ROLE | u64::from(role));
             if role_held >= role_max {

@@ -49,8 +49,7 @@ pub fn register() {
         if !pg_sys::process_shared_preload_libraries_in_progress {
             return;
         }
-        requests::define_settings();
-        fast::define_settings();
+        crate::settings::define_at_server_start();
         PREV_REQUEST = pg_sys::shmem_request_hook;
         pg_sys::shmem_request_hook = Some(request);
         PREV_STARTUP = pg_sys::shmem_startup_hook;

@@ -44,7 +44,7 @@ fn slots() -> Option<&'static [Slot]> {
 
 /// Whether counts are kept (preloaded, and this is dlock's first library in the process).
 pub fn enabled() -> bool {
-    slots().is_some() && !crate::pg::loaded::is_second_library() && super::log::tracking()
+    slots().is_some() && !crate::pg::loaded::is_second_library() && crate::settings::track_stats()
 }
 
 /// This database's slot, claimed on first use.

@@ -7,51 +7,6 @@ use crate::pg::role;
 use dlock_core::Timestamp;
 use dlock_core::lease::Lease;
 use pgrx::pg_sys;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
-
-static LOG_MIN_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(-1);
-static TRACK: GucSetting<bool> = GucSetting::<bool>::new(true);
-
-/// Defines `dlock.log_min_wait` and `dlock.track_stats` (from `_PG_init`, with the other
-/// settings).
-pub fn define_settings() {
-    GucRegistry::define_bool_guc(
-        c"dlock.track_stats",
-        c"Counts what dlock does in dlock_stats (preloaded only).",
-        c"Like track_counts: off, nothing is counted (the benchmark measures what counting costs).",
-        &TRACK,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"dlock.log_min_wait",
-        c"Logs every dlock wait that took at least this long (-1: none).",
-        c"Like log_lock_waits for dlock's waits: the key, owner, role, duration and outcome of \
-          each wait that took this long or longer are logged when it ends.",
-        &LOG_MIN_WAIT_MS,
-        -1,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_MS,
-    );
-}
-
-/// `dlock.track_stats`. (A second dlock library counts nothing anyway.)
-pub fn tracking() -> bool {
-    TRACK.get()
-}
-
-/// `dlock.log_min_wait`, if set. (A second dlock library reads the setting by name.)
-pub fn min_wait_ms() -> Option<i64> {
-    let ms = if crate::pg::loaded::is_second_library() {
-        crate::pg::guc::show(c"dlock.log_min_wait")
-            .and_then(|v| v.trim_end_matches("ms").parse().ok())
-            .unwrap_or(-1)
-    } else {
-        LOG_MIN_WAIT_MS.get()
-    };
-    (ms >= 0).then_some(i64::from(ms))
-}
 
 /// Logs a wait of `waited` µs that ended with `outcome`, if it took `dlock.log_min_wait` or longer.
 pub(super) fn long_wait(
@@ -63,7 +18,7 @@ pub(super) fn long_wait(
     handed: bool,
     outcome: WaitOutcome,
 ) {
-    let Some(min) = min_wait_ms() else { return };
+    let Some(min) = crate::settings::log_min_wait_ms() else { return };
     if waited < min * 1000 {
         return;
     }

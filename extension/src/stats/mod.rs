@@ -17,7 +17,7 @@ use std::cell::RefCell;
 
 pub use counters::{request, startup};
 pub use counters::{reset, snapshot};
-pub use log::{define_settings, expired};
+pub use log::expired;
 pub use waits::{WaitOutcome, note_handed, wait_ended, wait_started};
 
 /// One counter of `dlock_stats` (its column, in this order).

@@ -47,7 +47,7 @@ impl Drop for Counted {
 /// A wait for `key` starts (fast mode's, if `fast`); it ends by [`wait_ended`], or as
 /// `Cancelled` when the guard is dropped first.
 pub fn wait_started(fast: bool, key: &str, owner: &str, role: u32) -> Counted {
-    if !counters::enabled() && log::min_wait_ms().is_none() {
+    if !counters::enabled() && crate::settings::log_min_wait_ms().is_none() {
         return Counted;
     }
     counters::add(if fast { Counter::FastWaitsStarted } else { Counter::WaitsStarted }, 1);

@@ -2,7 +2,6 @@
 //! each backend's slot by proc number, under one lock. What the slots mean is `requests.rs`'s.
 
 use pgrx::pg_sys;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CStr;
 
 pub(super) const KEY_MAX: usize = 1024;
@@ -56,8 +55,6 @@ pub(super) struct Table {
 
 static mut TABLE: Option<Table> = None;
 
-/// `dlock.wait_slots`: -1 means one per backend.
-static WAIT_SLOTS: GucSetting<i32> = GucSetting::<i32>::new(-1);
 
 fn proc_count() -> usize {
     // SAFETY: set by the postmaster before shared memory is sized. Backends and background
@@ -66,10 +63,7 @@ fn proc_count() -> usize {
 }
 
 fn slot_count() -> usize {
-    match WAIT_SLOTS.get() {
-        n if n < 0 => proc_count(),
-        n => (n as usize).min(proc_count()),
-    }
+    crate::settings::wait_slots().map_or(proc_count(), |n| n.min(proc_count()))
 }
 
 fn layout(procs: usize, len: usize) -> (usize, usize, usize, usize) {
@@ -119,22 +113,6 @@ pub fn startup() {
         }
         TABLE = Some(table);
     }
-}
-
-/// Defines `dlock.wait_slots` (`shmem.rs`, while preloading).
-pub fn define_settings() {
-    GucRegistry::define_int_guc(
-        c"dlock.wait_slots",
-        c"Slots of the wait table for direct hand-off (-1: one per backend).",
-        c"Each key that has waiters uses one slot for its queue's head. A head that finds the \
-          table full is still served, but grants itself when woken (one more WAL flush), as \
-          without shared_preload_libraries. Each slot takes about 1.3 kB of shared memory.",
-        &WAIT_SLOTS,
-        -1,
-        i32::MAX,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
 }
 
 /// Whether the table exists (dlock was preloaded).

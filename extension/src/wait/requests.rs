@@ -22,7 +22,7 @@ use dlock_core::lease::{Kind, Request as LeaseRequest};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
-pub use crate::wait::request_slots::{define_settings, enabled, request, startup};
+pub use crate::wait::request_slots::{enabled, request, startup};
 
 fn my_proc() -> usize {
     version::my_proc_number()
