@@ -5,10 +5,10 @@
 //! can ever be picked up in their place.
 
 use crate::api::convert::{micros, timestamptz};
-use crate::settings;
 use crate::ops;
 use crate::pg::report::OrRaise;
 use crate::pg::role;
+use crate::settings;
 use dlock_core::args;
 use dlock_core::lease::{Caller, Request};
 use pgrx::prelude::*;

@@ -3,10 +3,10 @@
 //! function does (`durable.rs`).
 
 use crate::api::convert::{micros, timestamptz};
-use crate::settings;
 use crate::ops;
 use crate::pg::report::OrRaise;
 use crate::pg::role;
+use crate::settings;
 use dlock_core::ArgError;
 use dlock_core::args;
 use dlock_core::lease::{Caller, Kind, Request};

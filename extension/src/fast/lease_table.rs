@@ -1,16 +1,25 @@
 //! Fast mode's table in shared memory: its settings, the partitioned hash of entries, the
 //! partition locks, the waiters' slots, the lock-delay's start and the fence epochs.
+//!
+//! A key's entry and the waiters' slots are reached only through a [`Partition`], which only
+//! [`Table::locked`] makes, holding the key's partition lock; the fair shares only through its
+//! [`Books`] (or in `sweep`, holding every partition lock), so their lock is always taken under
+//! a partition lock. Every partition at once is reached only by `scan` and `sweep`, which take
+//! every partition lock themselves.
 
 use crate::fast::epoch;
 use crate::pg::backend;
+use crate::pg::shmem_cell::ShmemCell;
 use dlock_core::key::key_hash;
-use dlock_core::{DlockError, Micros, Timestamp};
+use dlock_core::{DlockError, Micros, Share, Timestamp};
 use pgrx::pg_sys;
 use std::ffi::CStr;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::quota::{self, Quotas};
-use super::wait_lines::{Line, Slots};
+use super::wait_lines::{Line, Slots, Waiters};
 
 use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
 
@@ -56,21 +65,30 @@ pub(super) struct Shared {
     pub(super) next_expiry: AtomicI64,
 }
 
+/// Where the table lies: set up by the postmaster, then never changed.
 pub(super) struct Table {
-    shared: *mut Shared,
+    shared: &'static Shared,
     hash: *mut pg_sys::HTAB,
     /// PARTITIONS partition locks, then the epoch lock and the shares' lock.
     locks: *mut pg_sys::LWLockPadded,
-    pub(super) quotas: Quotas,
-    /// The waiters' slots and lines (`wait_lines.rs`).
+    quotas: Quotas,
+    /// The waiters' slots and lines (`wait_lines.rs`): which slot is ours, and waking one; their
+    /// contents are a `Partition`'s.
     pub(super) waiters: Slots,
 }
+
+// SAFETY: the pointers are never changed after startup, and what they point to (shared memory)
+// is only reached under PostgreSQL's LWLocks: through `Partition`, `Quotas::locked`, `scan` and
+// `sweep` (and `Shared`'s atomics). A backend is one thread (LWLocks are held per process), and
+// dlock starts no other.
+unsafe impl Sync for Table {}
 
 /// The epoch lock's index in the tranche; the shares' lock comes after it.
 const EPOCH_LOCK: usize = PARTITIONS;
 const QUOTA_LOCK: usize = PARTITIONS + 1;
 
-static mut TABLE: Option<Table> = None;
+/// The table, set up by the postmaster (unset without preload).
+static TABLE: ShmemCell<Table> = ShmemCell::new();
 
 pub(super) fn capacity() -> usize {
     crate::settings::fast_max_leases()
@@ -95,8 +113,10 @@ pub fn request() {
 
 /// Sets the table up (`shmem.rs`'s startup hook).
 pub fn startup() {
-    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
-    unsafe {
+    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend: the
+    // structs are ours alone, sized as `request` asked, and `Shared` is initialised before it is
+    // referenced; shared memory lasts as long as the backends that read the table.
+    let table = unsafe {
         let mut found = false;
         let shared = pg_sys::ShmemInitStruct(
             c"dlock v2 fast state".as_ptr(),
@@ -126,14 +146,15 @@ pub fn startup() {
         );
         let locks = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
         let quotas = Quotas::startup(capacity(), &mut (*locks.add(QUOTA_LOCK)).lock);
-        TABLE = Some(Table { shared, hash, locks, quotas, waiters });
-    }
+        Table { shared: &*shared, hash, locks, quotas, waiters }
+    };
+    // One descriptor leaked per server start, crash restarts included.
+    TABLE.set(Box::leak(Box::new(table)));
 }
 
 /// The table, if dlock was preloaded.
 pub(super) fn preloaded() -> Option<&'static Table> {
-    // SAFETY: written once by the postmaster before backends fork, read-only afterwards.
-    unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
+    TABLE.get()
 }
 
 /// The table for a fast-mode call: not without preload (55000), nor on a standby (25006).
@@ -175,44 +196,36 @@ pub(super) fn current_database() -> u32 {
 }
 
 impl Table {
-    pub(super) fn lock(&self, index: usize) -> *mut pg_sys::LWLock {
-        // SAFETY: the tranche has PARTITIONS + 1 locks.
+    fn lock(&self, index: usize) -> *mut pg_sys::LWLock {
+        // SAFETY: the tranche has QUOTA_LOCK + 1 locks, and `index` names one of them.
         unsafe { &mut (*self.locks.add(index)).lock }
     }
 
     pub(super) fn shared(&self) -> &Shared {
-        // SAFETY: initialised at startup; only atomics and CVs are touched after.
-        unsafe { &*self.shared }
+        self.shared
     }
 
-    /// Runs `f` under the partition lock of `key` (`f` never errors out).
-    pub(super) fn locked<R>(&self, key: &Key, f: impl FnOnce(&Table) -> R) -> R {
-        // SAFETY: LWLocks are released by the abort path should anything below fail.
-        unsafe {
-            pg_sys::LWLockAcquire(self.lock(key.part), pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let result = f(self);
-            pg_sys::LWLockRelease(self.lock(key.part));
-            result
-        }
+    /// Runs `f` on the partition of `key`, under its lock (`f` never errors out).
+    pub(super) fn locked<R>(&self, key: &Key, f: impl FnOnce(&mut Partition<'_>) -> R) -> R {
+        let lock = self.lock(key.part);
+        // SAFETY: the key's partition lock, released below; LWLocks are released by the abort
+        // path should anything in between fail.
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        let result = f(&mut Partition {
+            entries: Entries { hash: self.hash, key: key.hash, _held: PhantomData },
+            // SAFETY: the partition lock is held until the partition is gone (below), and this is
+            // its only `Waiters`.
+            waiters: unsafe { self.waiters.locked() },
+            books: Books { shared: self.shared, quotas: &self.quotas },
+        });
+        // SAFETY: taken above; the partition is gone.
+        unsafe { pg_sys::LWLockRelease(lock) };
+        result
     }
 
-    /// The entry of `key` (caller holds its partition lock, which is what makes it ours to
-    /// change).
-    #[allow(clippy::mut_from_ref)]
-    pub(super) fn find(&self, key: &Key, action: pg_sys::HASHACTION::Type) -> (Option<&mut Entry>, bool) {
-        let mut found = false;
-        // SAFETY: a shared partitioned table, searched with the hash code of its own key bytes
-        // (always computed the same way, so lookups agree), under the partition's lock.
-        unsafe {
-            let entry = pg_sys::hash_search_with_hash_value(
-                self.hash,
-                &key.hash as *const u64 as *const std::ffi::c_void,
-                key.hash as u32,
-                action,
-                &mut found,
-            ) as *mut Entry;
-            (entry.as_mut(), found)
-        }
+    /// How many entries `database` holds (live, or expired and not yet swept or taken over).
+    pub(super) fn held_by_database(&self, database: u32) -> i64 {
+        self.quotas.held_by_database(database)
     }
 
     /// The next fence, drawing a new epoch first when needed (never under a partition lock:
@@ -223,8 +236,8 @@ impl Table {
             return;
         }
         let epoch_lock = self.lock(EPOCH_LOCK);
-        // SAFETY: the epoch lock serialises draws; nextval and the flush may error out, and the
-        // abort path releases the lock.
+        // SAFETY: the epoch lock serialises draws; drawing (a WAL insert, flush and wait for the
+        // standbys) may error out, and the abort path releases the lock.
         unsafe {
             pg_sys::LWLockAcquire(epoch_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
             let state = self.shared().fence.load(Ordering::Acquire);
@@ -233,22 +246,6 @@ impl Table {
                 self.shared().fence.store(epoch << COUNTER_BITS, Ordering::Release);
             }
             pg_sys::LWLockRelease(epoch_lock);
-        }
-    }
-
-    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry). Never
-    /// carries into the epoch bits: an epoch nobody drew could repeat one drawn later.
-    pub(super) fn next_fence(&self) -> Option<i64> {
-        let fence = &self.shared().fence;
-        let mut current = fence.load(Ordering::Acquire);
-        loop {
-            if current >> COUNTER_BITS == 0 || current & COUNTER_MAX == COUNTER_MAX {
-                return None;
-            }
-            match fence.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Some((current + 1) as i64),
-                Err(seen) => current = seen,
-            }
         }
     }
 
@@ -270,19 +267,6 @@ impl Table {
                 pg_sys::LWLockRelease(self.lock(i));
             }
         }
-    }
-
-    /// Notes that an entry now expires at `expires_at` (caller holds its partition lock).
-    pub(super) fn expires(&self, expires_at: Timestamp) {
-        self.shared().next_expiry.fetch_min(expires_at, Ordering::AcqRel);
-    }
-
-    /// Removes the entry of `key` (caller holds its partition lock, and found it), giving its
-    /// share back.
-    pub(super) fn remove(&self, key: &Key, role: u32, database: u32) {
-        self.find(key, pg_sys::HASHACTION::HASH_REMOVE);
-        self.shared().entries.fetch_sub(1, Ordering::AcqRel);
-        self.quotas.refund(role, database);
     }
 
     /// Clears every expired entry (all partition locks, in order) if any can have expired by
@@ -330,5 +314,148 @@ impl Table {
             }
             dead.len()
         }
+    }
+}
+
+impl Shared {
+    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry). Never
+    /// carries into the epoch bits: an epoch nobody drew could repeat one drawn later.
+    fn next_fence(&self) -> Option<i64> {
+        let fence = &self.fence;
+        let mut current = fence.load(Ordering::Acquire);
+        loop {
+            if current >> COUNTER_BITS == 0 || current & COUNTER_MAX == COUNTER_MAX {
+                return None;
+            }
+            match fence.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some((current + 1) as i64),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
+
+/// The partition of one key while this backend holds its lock (exclusive): made only by
+/// [`Table::locked`], for the length of its closure. In three parts, each borrowed on its own,
+/// so that the key's entry, the waiters and the books can be changed at once.
+pub(super) struct Partition<'p> {
+    /// The key's entry.
+    pub(super) entries: Entries<'p>,
+    /// The waiters' slots (those waiting on this partition's keys, and our own).
+    pub(super) waiters: Waiters<'p>,
+    /// The entry count, the next expiry, the fences and the fair shares.
+    pub(super) books: Books<'p>,
+}
+
+/// The entry of the key a [`Partition`] was locked for, in the shared hash table.
+pub(super) struct Entries<'p> {
+    hash: *mut pg_sys::HTAB,
+    /// The key's hash: its hash-table key, and (truncated) its hash code.
+    key: u64,
+    /// Borrows the partition's entries for as long as its lock is held.
+    _held: PhantomData<&'p mut Entry>,
+}
+
+impl Entries<'_> {
+    /// Searches the shared table for the key (`action`); the entry, if any.
+    fn search(&mut self, action: pg_sys::HASHACTION::Type) -> *mut Entry {
+        // SAFETY: a shared partitioned table, searched with the hash code of its own key bytes
+        // (always computed the same way, so lookups agree), under the key's partition lock
+        // (`self`).
+        unsafe {
+            pg_sys::hash_search_with_hash_value(
+                self.hash,
+                &self.key as *const u64 as *const std::ffi::c_void,
+                self.key as u32,
+                action,
+                std::ptr::null_mut(),
+            ) as *mut Entry
+        }
+    }
+
+    /// The key's entry, if it has one.
+    pub(super) fn find(&mut self) -> Option<Found<'_>> {
+        let entry = self.search(pg_sys::HASHACTION::HASH_FIND);
+        // SAFETY: an entry of the table, ours to change under the partition lock while `self`
+        // is borrowed.
+        let entry = unsafe { entry.as_mut()? };
+        Some(Found { entry, hash: self.hash, key: self.key })
+    }
+
+    /// A new entry for the key, which has none (`find`), set up by the caller but for its
+    /// hash; `None` if shared memory ran out.
+    pub(super) fn enter(&mut self) -> Option<&mut Entry> {
+        let entry = self.search(pg_sys::HASHACTION::HASH_ENTER_NULL);
+        // SAFETY: as in `find`.
+        unsafe { entry.as_mut() }
+    }
+}
+
+/// The key's entry, found: changed in place, or removed.
+pub(super) struct Found<'e> {
+    entry: &'e mut Entry,
+    hash: *mut pg_sys::HTAB,
+    key: u64,
+}
+
+impl Found<'_> {
+    /// Removes the entry, giving its share back.
+    pub(super) fn remove(self, books: &Books<'_>) {
+        let (role, database) = (self.entry.role, self.entry.database);
+        // SAFETY: as in `Entries::search`; the entry goes with `self`, never looked at again.
+        unsafe {
+            pg_sys::hash_search_with_hash_value(
+                self.hash,
+                &self.key as *const u64 as *const std::ffi::c_void,
+                self.key as u32,
+                pg_sys::HASHACTION::HASH_REMOVE,
+                std::ptr::null_mut(),
+            );
+        }
+        books.shared.entries.fetch_sub(1, Ordering::AcqRel);
+        books.quotas.refund(role, database);
+    }
+}
+
+impl Deref for Found<'_> {
+    type Target = Entry;
+
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
+}
+
+impl DerefMut for Found<'_> {
+    fn deref_mut(&mut self) -> &mut Entry {
+        self.entry
+    }
+}
+
+/// What a partition's holder keeps count of besides its entries: the table's shared atomics and
+/// the fair shares, whose lock is taken here, under the partition lock.
+pub(super) struct Books<'p> {
+    pub(super) shared: &'p Shared,
+    quotas: &'p Quotas,
+}
+
+impl Books<'_> {
+    /// Notes that an entry now expires at `expires_at`.
+    pub(super) fn expires(&self, expires_at: Timestamp) {
+        self.shared.next_expiry.fetch_min(expires_at, Ordering::AcqRel);
+    }
+
+    /// A fresh fence, or `None` if this epoch ran out under us (draw another and retry).
+    pub(super) fn next_fence(&self) -> Option<i64> {
+        self.shared.next_fence()
+    }
+
+    /// Counts one more entry for `role` in `database`, unless either is at its share.
+    pub(super) fn charge(&self, role: u32, database: u32) -> Result<(), Share> {
+        self.quotas.charge(role, database, capacity())
+    }
+
+    /// One entry of `role` in `database` fewer.
+    pub(super) fn refund(&self, role: u32, database: u32) {
+        self.quotas.refund(role, database);
     }
 }

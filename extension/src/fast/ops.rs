@@ -1,15 +1,16 @@
 //! Fast mode's operations on its table: acquire (with waiting), renew, release, holds, and
 //! the live leases.
 
-use super::lease_table::{Entry, Key, Table, capacity, current_database, max_ttl_us, preloaded, table};
-use super::wait_lines::{Asked, Line, NONE, State};
+use super::lease_table::{
+    Books, Entry, Found, Key, Partition, Table, capacity, current_database, max_ttl_us, preloaded, table,
+};
+use super::wait_lines::{Asked, Line, NONE, State, Waiters};
 use crate::pg::backend::now;
 use crate::pg::latch::sleep_until;
 use crate::pg::role;
 use crate::pg::version::WaitEvent;
 use crate::stats::{self, Counter, WaitOutcome};
 use dlock_core::{DlockError, Micros, Share, Timestamp};
-use pgrx::pg_sys;
 use std::sync::atomic::Ordering;
 
 /// Who asks, and for how long.
@@ -48,16 +49,16 @@ struct Grantee<'a> {
 /// Grants `entry` (a new one, or an expired one taken over) to `who`, charging its share: the
 /// fence, `Err(None)` when the epoch ran out (the entry is left expired), or the share that
 /// refuses it.
-fn grant(t: &Table, entry: &mut Entry, who: &Grantee, now: Timestamp) -> Result<i64, Option<Share>> {
+fn grant(books: &Books, entry: &mut Entry, who: &Grantee, now: Timestamp) -> Result<i64, Option<Share>> {
     if (entry.role, entry.database) != (who.role, who.database) {
-        t.quotas.charge(who.role, who.database, capacity()).map_err(Some)?;
-        t.quotas.refund(entry.role, entry.database);
+        books.charge(who.role, who.database).map_err(Some)?;
+        books.refund(entry.role, entry.database);
         entry.role = who.role;
         entry.database = who.database;
     }
-    let Some(fence) = t.next_fence() else {
+    let Some(fence) = books.next_fence() else {
         entry.expires_at = 0;
-        t.expires(0);
+        books.expires(0);
         return Err(None);
     };
     entry.key_len = who.key.len() as u16;
@@ -67,14 +68,13 @@ fn grant(t: &Table, entry: &mut Entry, who: &Grantee, now: Timestamp) -> Result<
     entry.hold_count = 1;
     entry.fence = fence;
     entry.expires_at = now.saturating_add(who.ttl);
-    t.expires(entry.expires_at);
+    books.expires(entry.expires_at);
     Ok(fence)
 }
 
-/// A look at `key` for `req` by the backend of slot `me` (under the partition lock). `may_wait`:
-/// the caller waits (and so joins the line) rather than trying once.
-fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Timestamp) -> Step {
-    let slots = &t.waiters;
+/// A look at `key` for `req` by the backend of slot `me`, in its partition `p`. `may_wait`: the
+/// caller waits (and so joins the line) rather than trying once.
+fn step(p: &mut Partition, key: &Key, req: &Request, me: i32, may_wait: bool, now: Timestamp) -> Step {
     let caller = Grantee {
         key: key.text.as_bytes(),
         database: key.database,
@@ -83,7 +83,7 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         ttl: req.ttl,
     };
     // A release granted us the key, or refused us our turn, while we slept.
-    let mine = slots.get(me);
+    let mine = p.waiters.get_mut(me);
     match mine.state {
         State::Granted => {
             mine.state = State::Idle;
@@ -97,28 +97,26 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         State::Idle | State::Waiting => {}
     }
     let queued = mine.state == State::Waiting;
-    let (entry, found) = t.find(key, pg_sys::HASHACTION::HASH_FIND);
-    let entry = match entry {
-        Some(e) if found => e,
-        _ => {
+    let mut entry = match p.entries.find() {
+        Some(e) => e,
+        None => {
             // A line lives on its key's entry, which is never removed while anyone is in it.
             debug_assert!(!queued, "a waiter's entry is gone");
-            if t.shared().entries.load(Ordering::Acquire) as usize >= capacity() {
+            if p.books.shared.entries.load(Ordering::Acquire) as usize >= capacity() {
                 return Step::Full(None);
             }
-            if let Err(share) = t.quotas.charge(req.role, key.database, capacity()) {
+            if let Err(share) = p.books.charge(req.role, key.database) {
                 return Step::Full(Some(share));
             }
-            let (entry, _) = t.find(key, pg_sys::HASHACTION::HASH_ENTER_NULL);
-            let Some(entry) = entry else {
-                t.quotas.refund(req.role, key.database);
+            let Some(entry) = p.entries.enter() else {
+                p.books.refund(req.role, key.database);
                 return Step::Full(None);
             };
-            t.shared().entries.fetch_add(1, Ordering::AcqRel);
+            p.books.shared.entries.fetch_add(1, Ordering::AcqRel);
             entry.line = Line::EMPTY;
             entry.role = req.role;
             entry.database = key.database;
-            return match grant(t, entry, &caller, now) {
+            return match grant(&p.books, entry, &caller, now) {
                 Ok(fence) => {
                     stats::count(Counter::FastGrants);
                     Step::Granted(fence)
@@ -128,11 +126,11 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         }
     };
     let live = entry.expires_at > now;
-    if live && key.owns(entry) && entry.owner() == req.owner.as_bytes() && entry.role == req.role {
+    if live && key.owns(&entry) && entry.owner() == req.owner.as_bytes() && entry.role == req.role {
         // Reentry by the holder (never queued behind others: it holds the key).
         entry.hold_count += 1;
         entry.expires_at = now.saturating_add(req.ttl);
-        t.expires(entry.expires_at);
+        p.books.expires(entry.expires_at);
         stats::count(Counter::FastReentries);
         return Step::Granted(entry.fence);
     }
@@ -140,20 +138,20 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
     if !live && first {
         // Expired, and nobody is ahead of us: taken over.
         if queued {
-            slots.pop(&mut entry.line);
-            slots.get(me).state = State::Idle;
+            p.waiters.pop(&mut entry.line);
+            p.waiters.get_mut(me).state = State::Idle;
         }
         let expired_in = entry.database;
-        return match grant(t, entry, &caller, now) {
+        return match grant(&p.books, &mut entry, &caller, now) {
             Ok(fence) => {
                 stats::count_for(expired_in, Counter::FastExpiries);
                 stats::count(Counter::FastGrants);
-                wake_first_if_sooner(t, entry);
+                wake_first_if_sooner(&p.waiters, &entry);
                 Step::Granted(fence)
             }
             Err(None) => Step::Again,
             Err(Some(share)) => {
-                wake_first_if_sooner(t, entry);
+                wake_first_if_sooner(&p.waiters, &entry);
                 Step::Full(Some(share))
             }
         };
@@ -162,7 +160,7 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
         return Step::Busy;
     }
     if !queued {
-        slots.enqueue(
+        p.waiters.enqueue(
             &mut entry.line,
             me,
             &Asked { key: key.text, database: key.database, owner: req.owner, role: req.role, ttl: req.ttl },
@@ -176,9 +174,9 @@ fn step(t: &Table, key: &Key, req: &Request, me: i32, may_wait: bool, now: Times
 
 /// After the holder of `entry` changed: wakes the first waiter if the new lease ends before it
 /// would wake by itself (with equal ttls it never does: no extra wake-up per grant).
-fn wake_first_if_sooner(t: &Table, entry: &Entry) {
-    if entry.line.first != NONE && t.waiters.get(entry.line.first).wake_at > entry.expires_at {
-        t.waiters.wake(entry.line.first);
+fn wake_first_if_sooner(waiters: &Waiters, entry: &Entry) {
+    if entry.line.first != NONE && waiters.get(entry.line.first).wake_at > entry.expires_at {
+        waiters.wake(entry.line.first);
     }
 }
 
@@ -186,8 +184,8 @@ fn wake_first_if_sooner(t: &Table, entry: &Entry) {
 /// us the key meanwhile (ours, then), else `None`; the next waiter is woken if we were first.
 fn leave(t: &Table, key: &Key, me: i32) -> Option<i64> {
     let mut wake = NONE;
-    let granted = t.locked(key, |t| {
-        let mine = t.waiters.get(me);
+    let granted = t.locked(key, |p| {
+        let mine = p.waiters.get_mut(me);
         match mine.state {
             State::Granted => {
                 mine.state = State::Idle;
@@ -200,8 +198,8 @@ fn leave(t: &Table, key: &Key, me: i32) -> Option<i64> {
             State::Waiting => {}
         }
         mine.state = State::Idle;
-        if let (Some(entry), true) = t.find(key, pg_sys::HASHACTION::HASH_FIND)
-            && t.waiters.remove(&mut entry.line, me)
+        if let Some(mut entry) = p.entries.find()
+            && p.waiters.remove(&mut entry.line, me)
         {
             wake = entry.line.first;
         }
@@ -262,7 +260,7 @@ fn wait_in_line(
             if may_wait { Step::Wait { until: delay_ends, queued: false } } else { Step::Busy }
         } else {
             table.ensure_epoch();
-            table.locked(key, |t| step(t, key, req, me, may_wait, now))
+            table.locked(key, |p| step(p, key, req, me, may_wait, now))
         };
         let (until, queued) = match step {
             Step::Granted(fence) => {
@@ -285,7 +283,8 @@ fn wait_in_line(
             Step::Wait { until, queued } => (until, queued),
         };
         if queued {
-            WAITING_ON.with(|w| *w.borrow_mut() = Some(req.key.to_string()));
+            let waited = Waited { key: req.key.to_string(), owner: req.owner.to_string(), role: req.role };
+            WAITING_ON.with(|w| *w.borrow_mut() = Some(waited));
         }
         if deadline.is_some_and(|d| now >= d) {
             let granted = if queued { leave(table, key, me) } else { None };
@@ -297,8 +296,8 @@ fn wait_in_line(
         }
         let wake_at = deadline.map_or(until, |d| d.min(until));
         if queued {
-            table.locked(key, |t| {
-                let mine = t.waiters.get(me);
+            table.locked(key, |p| {
+                let mine = p.waiters.get_mut(me);
                 if mine.state == State::Waiting {
                     mine.wake_at = wake_at;
                 }
@@ -310,9 +309,17 @@ fn wait_in_line(
     }
 }
 
+/// What this session waits in line for: the key, and the owner and role its waiter slot asks
+/// for it (as `enqueue` wrote them).
+struct Waited {
+    key: String,
+    owner: String,
+    role: u32,
+}
+
 thread_local! {
     /// The fast key this session waits in line for, while it sleeps.
-    static WAITING_ON: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    static WAITING_ON: std::cell::RefCell<Option<Waited>> = const { std::cell::RefCell::new(None) };
 }
 
 /// A wait that ended in an error leaves its line; a grant a release made to it meanwhile is
@@ -320,23 +327,22 @@ thread_local! {
 /// and at the end of the transaction, for a client that hung up: that FATAL exits the backend
 /// from inside the wait, without unwinding it.
 pub fn reset() {
-    let Some(key) = WAITING_ON.with(|w| w.borrow_mut().take()) else { return };
+    let Some(waited) = WAITING_ON.with(|w| w.borrow_mut().take()) else { return };
     let Some(table) = preloaded() else { return };
     let Some(me) = table.waiters.mine() else { return };
-    let key = Key::new(&key);
+    let key = Key::new(&waited.key);
     if let Some(fence) = leave(table, &key, me) {
-        let owner = String::from_utf8_lossy(table.waiters.get(me).owner()).into_owned();
-        let role = table.waiters.get(me).role;
-        free_handed(table, &key, &owner, role, fence);
+        // The grant went to what our slot asked for: `waited`'s owner and role.
+        free_handed(table, &key, &waited.owner, waited.role, fence);
     }
 }
 
 /// Gives back a lease a release handed to a wait that then failed.
 fn free_handed(table: &Table, key: &Key, owner: &str, role: u32, fence: i64) {
-    let woken = table.locked(key, |t| match t.find(key, pg_sys::HASHACTION::HASH_FIND) {
-        (Some(e), true) if e.fence == fence && e.owner() == owner.as_bytes() && e.role == role => {
+    let woken = table.locked(key, |p| match p.entries.find() {
+        Some(mut e) if e.fence == fence && e.owner() == owner.as_bytes() && e.role == role => {
             e.hold_count = 1;
-            hand_over_or_remove(t, key, e)
+            hand_over_or_remove(&mut p.waiters, &p.books, e)
         }
         _ => NONE,
     });
@@ -345,17 +351,18 @@ fn free_handed(table: &Table, key: &Key, owner: &str, role: u32, fence: i64) {
     }
 }
 
-/// The holder of `entry` let it go (caller holds the partition lock): the first waiter whose
-/// share allows it gets the lease in place, with a fresh fence; refused ones are told so; with
-/// nobody left, the entry goes. The slot to wake, if any (refused ones are woken here).
-fn hand_over_or_remove(t: &Table, key: &Key, entry: &mut Entry) -> i32 {
+/// The holder of `entry` let it go (in its partition: `waiters` and `books` are the
+/// partition's): the first waiter whose share allows it gets the lease in place, with a fresh
+/// fence; refused ones are told so; with nobody left, the entry goes. The slot to wake, if any
+/// (refused ones are woken here).
+fn hand_over_or_remove(waiters: &mut Waiters, books: &Books, mut entry: Found) -> i32 {
     let now = now();
-    while let Some(next) = t.waiters.pop(&mut entry.line) {
-        let w = t.waiters.get(next);
+    while let Some(next) = waiters.pop(&mut entry.line) {
+        let w = waiters.get_mut(next);
         let (key_text, owner) = (w.key().to_vec(), w.owner().to_vec());
         let waiter =
             Grantee { key: &key_text, database: w.database, owner: &owner, role: w.role, ttl: w.ttl };
-        match grant(t, entry, &waiter, now) {
+        match grant(books, &mut entry, &waiter, now) {
             Ok(fence) => {
                 stats::count_for(waiter.database, Counter::FastGrants);
                 w.state = State::Granted;
@@ -364,18 +371,17 @@ fn hand_over_or_remove(t: &Table, key: &Key, entry: &mut Entry) -> i32 {
             }
             Err(Some(share)) => {
                 w.refuse(share);
-                t.waiters.wake(next);
+                waiters.wake(next);
             }
             Err(None) => {
                 // The epoch ran out: the entry is left expired; the waiter, first again, takes
                 // it over itself after drawing a new epoch.
-                t.waiters.push_front(&mut entry.line, next);
+                waiters.push_front(&mut entry.line, next);
                 return next;
             }
         }
     }
-    let (role, database) = (entry.role, entry.database);
-    t.remove(key, role, database);
+    entry.remove(books);
     NONE
 }
 
@@ -388,27 +394,21 @@ fn with_own<R>(
     owner: &str,
     role: u32,
     admin: bool,
-    f: impl FnOnce(&Table, &Key, &mut Entry, Timestamp) -> (R, i32),
+    f: impl FnOnce(Found, &mut Waiters, &Books, Timestamp) -> (R, i32),
 ) -> Result<Option<R>, DlockError> {
     let table = table()?;
     let key = Key::new(key_text);
     let now = now();
-    let result = table.locked(&key, |t| {
-        let (entry, found) = t.find(&key, pg_sys::HASHACTION::HASH_FIND);
-        match entry {
-            Some(e)
-                if found
-                    && e.expires_at > now
-                    && key.owns(e)
-                    && &e.owner[..e.owner_len as usize] == owner.as_bytes() =>
-            {
-                if e.role != role && !admin {
-                    return Err(DlockError::ForeignRole { action });
-                }
-                Ok(Some(f(t, &key, e, now)))
+    let result = table.locked(&key, |p| match p.entries.find() {
+        Some(e)
+            if e.expires_at > now && key.owns(&e) && &e.owner[..e.owner_len as usize] == owner.as_bytes() =>
+        {
+            if e.role != role && !admin {
+                return Err(DlockError::ForeignRole { action });
             }
-            _ => Ok(None),
+            Ok(Some(f(e, &mut p.waiters, &p.books, now)))
         }
+        _ => Ok(None),
     });
     let (result, wake) = match result {
         Ok(Some((r, wake))) => (Ok(Some(r)), wake),
@@ -422,7 +422,7 @@ fn with_own<R>(
 
 /// `dlock_fast_release`: gives back one hold; whether the caller held the key.
 pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, DlockError> {
-    let released = with_own("release", key, owner, role, admin, |t, key, e, _| {
+    let released = with_own("release", key, owner, role, admin, |mut e, waiters, books, _| {
         e.hold_count -= 1;
         if e.hold_count > 0 {
             return ((), NONE);
@@ -430,7 +430,7 @@ pub fn release(key: &str, owner: &str, role: u32, admin: bool) -> Result<bool, D
         stats::count(Counter::FastReleases);
         // The first in line gets it now; with nobody in line the entry goes at once, with its
         // share: released entries never wait for a sweep.
-        ((), hand_over_or_remove(t, key, e))
+        ((), hand_over_or_remove(waiters, books, e))
     })?;
     Ok(released.is_some())
 }
@@ -443,13 +443,13 @@ pub fn renew(
     admin: bool,
     ttl: Micros,
 ) -> Result<Option<Timestamp>, DlockError> {
-    with_own("renew", key, owner, role, admin, |t, _, e, now| {
+    with_own("renew", key, owner, role, admin, |mut e, waiters, books, now| {
         let expires_at = now.saturating_add(ttl);
         e.expires_at = expires_at;
-        t.expires(expires_at);
+        books.expires(expires_at);
         // A shorter lease may end before the first waiter would look again: wake it.
         let first = e.line.first;
-        (expires_at, if first != NONE && t.waiters.get(first).wake_at > expires_at { first } else { NONE })
+        (expires_at, if first != NONE && waiters.get(first).wake_at > expires_at { first } else { NONE })
     })
 }
 
@@ -458,9 +458,9 @@ pub fn holds(key_text: &str, fence: i64) -> Result<bool, DlockError> {
     let table = table()?;
     let key = Key::new(key_text);
     let now = now();
-    Ok(table.locked(&key, |t| match t.find(&key, pg_sys::HASHACTION::HASH_FIND) {
-        (Some(e), true) => e.expires_at > now && key.owns(e) && e.fence == fence,
-        _ => false,
+    Ok(table.locked(&key, |p| match p.entries.find() {
+        Some(e) => e.expires_at > now && key.owns(&e) && e.fence == fence,
+        None => false,
     }))
 }
 
@@ -477,7 +477,7 @@ pub struct Row {
 /// How full fast mode's table is: (entries of `database`, capacity), if preloaded.
 pub fn fill(database: u32) -> Option<(i64, i64)> {
     let table = preloaded()?;
-    Some((table.quotas.held_by_database(database), capacity() as i64))
+    Some((table.held_by_database(database), capacity() as i64))
 }
 
 /// Every live fast lease of this database.

@@ -4,11 +4,18 @@
 //! the key's partition lock, and sets that one backend's latch: one wake-up per release, in
 //! arrival order. Every slot and link is read and written under the partition lock of the key
 //! the slot waits on.
+//!
+//! So the slots are reached only through [`Waiters`], part of a partition's guard
+//! (`lease_table.rs`'s `Partition`): having one proves that a partition lock is held. That it is
+//! the right partition is the rule above, not a type: a key's line links only slots waiting on
+//! that key, and a backend touches its own slot only under the lock of the key it asks for.
 
+use crate::pg::proc::Proc;
 use crate::pg::version;
 use dlock_core::limits::{MAX_FAST_KEY_BYTES as MAX_KEY_BYTES, MAX_FAST_OWNER_BYTES as MAX_OWNER_BYTES};
 use dlock_core::{Micros, Share, Timestamp};
 use pgrx::pg_sys;
+use std::marker::PhantomData;
 
 /// No slot: the end of a line, or an empty one.
 pub(super) const NONE: i32 = -1;
@@ -98,7 +105,8 @@ impl Waiter {
     }
 }
 
-/// The waiter slots, one per backend, in shared memory.
+/// Where the waiter slots lie, one per backend, in shared memory: set up by the postmaster, then
+/// never changed. Their contents are reached through [`Waiters`].
 pub(super) struct Slots {
     base: *mut Waiter,
     len: usize,
@@ -124,24 +132,69 @@ impl Slots {
         Slots { base, len }
     }
 
-    /// Slot `index` (caller holds the partition lock of the key it waits on, or it is its own
-    /// idle slot).
-    #[allow(clippy::mut_from_ref)]
-    pub(super) fn get(&self, index: i32) -> &mut Waiter {
-        assert!(index >= 0 && (index as usize) < self.len, "dlock: fast waiter slot {index} out of range");
-        // SAFETY: in range; access is serialised by the partition lock (see the module doc).
-        unsafe { &mut *self.base.add(index as usize) }
-    }
-
     /// This backend's slot index, if it has one (every regular backend does).
     pub(super) fn mine(&self) -> Option<i32> {
         let index = version::my_proc_number();
         (index < self.len).then_some(index as i32)
     }
 
-    /// Puts slot `me` at the end of `line` asking for `asked` (caller holds the partition lock).
-    pub(super) fn enqueue(&self, line: &mut Line, me: i32, asked: &Asked) {
-        let w = self.get(me);
+    /// Wakes the backend of slot `index`.
+    pub(super) fn wake(&self, index: i32) {
+        // Slot indexes are proc numbers.
+        if let Some(proc) = Proc::by_number(index as usize) {
+            proc.set_latch();
+        }
+    }
+
+    /// The slots, while a partition lock is held.
+    ///
+    /// # Safety
+    /// The caller holds a partition lock for as long as the result lives, and makes no other
+    /// `Waiters` meanwhile.
+    pub(super) unsafe fn locked(&self) -> Waiters<'_> {
+        Waiters { slots: self, _held: PhantomData }
+    }
+}
+
+/// The waiter slots while this backend holds a partition lock: made only with one held
+/// (`Slots::locked`), so `&mut` to it proves that nothing else in this backend reaches the slots
+/// meanwhile, and nothing in another backend reaches those of this partition's lines.
+pub(super) struct Waiters<'p> {
+    slots: &'p Slots,
+    /// Held by this process: never sent to another thread.
+    _held: PhantomData<*mut ()>,
+}
+
+impl Waiters<'_> {
+    fn at(&self, index: i32) -> *mut Waiter {
+        let len = self.slots.len;
+        assert!(index >= 0 && (index as usize) < len, "dlock: fast waiter slot {index} out of range");
+        // SAFETY: in range.
+        unsafe { self.slots.base.add(index as usize) }
+    }
+
+    /// Slot `index` (one waiting on a key of the partition, or this backend's own).
+    pub(super) fn get(&self, index: i32) -> &Waiter {
+        // SAFETY: a slot; the partition lock is held, and `self` borrowed for as long as the
+        // slot (see the module doc).
+        unsafe { &*self.at(index) }
+    }
+
+    /// Slot `index`, to change (one waiting on a key of the partition, or this backend's own).
+    pub(super) fn get_mut(&mut self, index: i32) -> &mut Waiter {
+        // SAFETY: a slot; the partition lock is held, and `self` borrowed mutably for as long as
+        // the slot (see the module doc).
+        unsafe { &mut *self.at(index) }
+    }
+
+    /// Wakes the backend of slot `index`.
+    pub(super) fn wake(&self, index: i32) {
+        self.slots.wake(index);
+    }
+
+    /// Puts slot `me` at the end of `line` asking for `asked`.
+    pub(super) fn enqueue(&mut self, line: &mut Line, me: i32, asked: &Asked) {
+        let w = self.get_mut(me);
         w.next = NONE;
         w.state = State::Waiting;
         w.database = asked.database;
@@ -155,13 +208,13 @@ impl Slots {
         if line.last == NONE {
             line.first = me;
         } else {
-            self.get(line.last).next = me;
+            self.get_mut(line.last).next = me;
         }
         line.last = me;
     }
 
-    /// Takes the first waiter out of `line` (caller holds the partition lock).
-    pub(super) fn pop(&self, line: &mut Line) -> Option<i32> {
+    /// Takes the first waiter out of `line`.
+    pub(super) fn pop(&mut self, line: &mut Line) -> Option<i32> {
         let first = line.first;
         if first == NONE {
             return None;
@@ -170,13 +223,13 @@ impl Slots {
         if line.first == NONE {
             line.last = NONE;
         }
-        self.get(first).next = NONE;
+        self.get_mut(first).next = NONE;
         Some(first)
     }
 
-    /// Puts slot `index` back at the head of `line` (caller holds the partition lock).
-    pub(super) fn push_front(&self, line: &mut Line, index: i32) {
-        self.get(index).next = line.first;
+    /// Puts slot `index` back at the head of `line`.
+    pub(super) fn push_front(&mut self, line: &mut Line, index: i32) {
+        self.get_mut(index).next = line.first;
         line.first = index;
         if line.last == NONE {
             line.last = index;
@@ -184,8 +237,8 @@ impl Slots {
     }
 
     /// Takes slot `me` out of `line` wherever it is (a wait that ended); whether it
-    /// was first (caller holds the partition lock).
-    pub(super) fn remove(&self, line: &mut Line, me: i32) -> bool {
+    /// was first.
+    pub(super) fn remove(&mut self, line: &mut Line, me: i32) -> bool {
         if line.first == me {
             self.pop(line);
             return true;
@@ -194,25 +247,16 @@ impl Slots {
         while at != NONE {
             let next = self.get(at).next;
             if next == me {
-                self.get(at).next = self.get(me).next;
+                self.get_mut(at).next = self.get(me).next;
                 if line.last == me {
                     line.last = at;
                 }
-                self.get(me).next = NONE;
+                self.get_mut(me).next = NONE;
                 return false;
             }
             at = next;
         }
         false
-    }
-
-    /// Wakes the backend of slot `index`.
-    pub(super) fn wake(&self, index: i32) {
-        // SAFETY: slot indexes are proc numbers; the proc array lives as long as the postmaster.
-        unsafe {
-            let proc = (*pg_sys::ProcGlobal).allProcs.add(index as usize);
-            pg_sys::SetLatch(&mut (*proc).procLatch);
-        }
     }
 }
 

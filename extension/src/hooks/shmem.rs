@@ -4,18 +4,21 @@
 //! settings are defined first.
 
 use crate::fast;
+use crate::pg::shmem_cell::PrevHook;
 use crate::stats;
 use crate::wait::{answers, occupancy, requests};
 use pgrx::pg_sys;
 
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
+/// The hooks installed before dlock's, called first by dlock's.
+static PREV_REQUEST: PrevHook = PrevHook::new();
+static PREV_STARTUP: PrevHook = PrevHook::new();
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn request() {
-    // SAFETY: the postmaster's shared memory request phase; the previous hook goes first.
+    // SAFETY: the hook installed before ours, called first, in the phase it was installed for
+    // (the postmaster's shared memory request phase).
     unsafe {
-        if let Some(prev) = PREV_REQUEST {
+        if let Some(prev) = PREV_REQUEST.get() {
             prev();
         }
     }
@@ -28,9 +31,10 @@ unsafe extern "C-unwind" fn request() {
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn startup() {
-    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
+    // SAFETY: the hook installed before ours, called first, where it was installed for: in the
+    // postmaster (and again after a crash restart), before any backend.
     unsafe {
-        if let Some(prev) = PREV_STARTUP {
+        if let Some(prev) = PREV_STARTUP.get() {
             prev();
         }
     }
@@ -44,15 +48,16 @@ unsafe extern "C-unwind" fn startup() {
 /// From `_PG_init`: while preloading, defines the server-start settings and chains the hooks
 /// (a server-start setting can only be defined then; otherwise there is no shared memory).
 pub fn register() {
-    // SAFETY: hooks chained once, in the postmaster.
+    // SAFETY: PostgreSQL's hook variables, read and set once, in the postmaster while it loads
+    // the preload libraries.
     unsafe {
         if !pg_sys::process_shared_preload_libraries_in_progress {
             return;
         }
         crate::settings::define_at_server_start();
-        PREV_REQUEST = pg_sys::shmem_request_hook;
+        PREV_REQUEST.set(pg_sys::shmem_request_hook);
         pg_sys::shmem_request_hook = Some(request);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
+        PREV_STARTUP.set(pg_sys::shmem_startup_hook);
         pg_sys::shmem_startup_hook = Some(startup);
     }
 }

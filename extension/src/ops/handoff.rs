@@ -21,7 +21,7 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
     if !requests::enabled() {
         return;
     }
-    let Some(index) = key_queue::head(hash).map(|p| requests::index_of(p)) else { return };
+    let Some(index) = key_queue::head(hash).map(requests::index_of) else { return };
     let Some((asked, ticket)) = requests::request_for(index, key, hash) else { return };
     let now = now();
     let request = Request {

@@ -15,7 +15,8 @@
 
 use crate::pg::version;
 use pgrx::pg_sys;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 /// The wait in progress may be ended by a poke.
 static POKEABLE: AtomicBool = AtomicBool::new(false);
@@ -26,9 +27,18 @@ static CANCELLED: AtomicBool = AtomicBool::new(false);
 /// Whether this backend put its client socket in `O_ASYNC` mode.
 static ARMED: AtomicBool = AtomicBool::new(false);
 
-static mut PREV_SIGIO: libc::sighandler_t = libc::SIG_DFL;
-/// PostgreSQL's SIGINT action, saved while a pokeable wait wraps it.
-static mut PREV_SIGINT: Option<libc::sigaction> = None;
+/// The SIGIO handler installed before ours (`SIG_DFL`: none), which ours calls on.
+static PREV_SIGIO: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+/// PostgreSQL's SIGINT handler and its flags, saved while a pokeable wait wraps it (`SIG_DFL`:
+/// no wait wraps it), for `on_sigint` to call on.
+static PREV_SIGINT: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static PREV_SIGINT_FLAGS: AtomicI32 = AtomicI32::new(0);
+
+thread_local! {
+    /// PostgreSQL's whole SIGINT action (mask included), saved while a pokeable wait wraps it,
+    /// to be put back by `close_pokeable`. Never touched by a handler.
+    static SAVED_SIGINT: Cell<Option<libc::sigaction>> = const { Cell::new(None) };
+}
 
 // A signal handler must never unwind: plain "C".
 extern "C" fn on_sigio(signal: libc::c_int) {
@@ -44,19 +54,18 @@ extern "C" fn on_sigio(signal: libc::c_int) {
         if !pg_sys::MyLatch.is_null() {
             pg_sys::SetLatch(pg_sys::MyLatch);
         }
-        call_handler(PREV_SIGIO, 0, signal);
+        call_handler(PREV_SIGIO.load(Ordering::SeqCst), 0, signal);
         *libc::__errno_location() = errno;
     }
 }
 
 extern "C" fn on_sigint(signal: libc::c_int) {
     CANCELLED.store(true, Ordering::SeqCst);
-    // SAFETY: PostgreSQL's cancel handler, which this one wraps during a pokeable wait.
+    // SAFETY: PostgreSQL's cancel handler, with its flags, which this one wraps during a
+    // pokeable wait (SIG_DFL, never called, outside one).
     unsafe {
-        if let Some(prev) = *std::ptr::addr_of!(PREV_SIGINT) {
-            call_handler(prev.sa_sigaction, prev.sa_flags, signal);
-        }
-    }
+        call_handler(PREV_SIGINT.load(Ordering::SeqCst), PREV_SIGINT_FLAGS.load(Ordering::SeqCst), signal)
+    };
 }
 
 /// Calls a saved signal handler (unless it is SIG_DFL or SIG_IGN) the way the kernel would.
@@ -91,7 +100,7 @@ pub fn install() {
         if current.sa_sigaction == ours {
             return;
         }
-        PREV_SIGIO = current.sa_sigaction;
+        PREV_SIGIO.store(current.sa_sigaction, Ordering::SeqCst);
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = ours;
         action.sa_flags = libc::SA_RESTART;
@@ -182,7 +191,9 @@ pub fn open_pokeable() -> bool {
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(libc::SIGINT, &action, &mut previous);
-            PREV_SIGINT = Some(previous);
+            PREV_SIGINT_FLAGS.store(previous.sa_flags, Ordering::SeqCst);
+            PREV_SIGINT.store(previous.sa_sigaction, Ordering::SeqCst);
+            SAVED_SIGINT.with(|saved| saved.set(Some(previous)));
         }
         POKEABLE.store(true, Ordering::SeqCst);
         true
@@ -201,11 +212,10 @@ pub fn close_pokeable() -> bool {
         if !POKEABLE.swap(false, Ordering::SeqCst) {
             return false;
         }
-        // SAFETY: restores PostgreSQL's cancel handler.
-        unsafe {
-            if let Some(previous) = (*std::ptr::addr_of_mut!(PREV_SIGINT)).take() {
-                libc::sigaction(libc::SIGINT, &previous, std::ptr::null_mut());
-            }
+        if let Some(previous) = SAVED_SIGINT.with(Cell::take) {
+            PREV_SIGINT.store(libc::SIG_DFL, Ordering::SeqCst);
+            // SAFETY: restores PostgreSQL's cancel handler.
+            unsafe { libc::sigaction(libc::SIGINT, &previous, std::ptr::null_mut()) };
         }
         let poked = POKED.swap(false, Ordering::SeqCst);
         let cancelled = CANCELLED.swap(false, Ordering::SeqCst);

@@ -99,42 +99,36 @@ pub unsafe fn index_beginscan(
 
 /// The proc number of a PGPROC: its index in the proc array (a field until 17, which made the
 /// index itself the number).
-pub fn proc_number(proc: &pg_sys::PGPROC) -> usize {
+///
+/// # Safety
+/// `proc` points to an entry of the shared proc array.
+pub unsafe fn proc_number(proc: *const pg_sys::PGPROC) -> usize {
     #[cfg(feature = "pg15")]
-    return proc.pgprocno as usize;
+    // SAFETY: as the caller promised.
+    return unsafe { (*proc).pgprocno as usize };
     #[cfg(not(feature = "pg15"))]
-    // SAFETY: every PGPROC lives in the proc array.
-    return unsafe { (proc as *const pg_sys::PGPROC).offset_from((*pg_sys::ProcGlobal).allProcs) as usize };
+    // SAFETY: as the caller promised: `proc` lies in the proc array.
+    return unsafe { proc.offset_from((*pg_sys::ProcGlobal).allProcs) as usize };
 }
 
 /// This backend's proc number.
 pub fn my_proc_number() -> usize {
-    // SAFETY: MyProc is set for every backend that runs SQL.
-    proc_number(unsafe { &*pg_sys::MyProc })
+    // SAFETY: MyProc is set for every backend that runs SQL, to its entry of the proc array.
+    unsafe { proc_number(pg_sys::MyProc) }
 }
 
-/// The PGPROC running the virtual transaction `vxid`, if it still runs it (15 names backends by
-/// backend id, 17 and later by proc number).
-///
-/// # Safety
-/// Reads the shared proc array, which lives as long as the postmaster.
-pub unsafe fn proc_of(vxid: pg_sys::VirtualTransactionId) -> Option<&'static mut pg_sys::PGPROC> {
-    // SAFETY: as the caller promised.
-    unsafe { procs_of(std::slice::from_ref(&vxid)).pop() }
-}
-
-/// The backends running these virtual transactions (those still running them), in one pass over
-/// the proc array however many there are.
+/// The entries of the proc array running these virtual transactions (those still running
+/// them), in one pass over the array however many there are (15 names backends by backend id,
+/// 17 and later by proc number). Raw pointers: `pg/proc.rs`'s `Proc` wraps them.
 ///
 /// # Safety
 /// The proc array must be attached (any backend).
-pub unsafe fn procs_of(vxids: &[pg_sys::VirtualTransactionId]) -> Vec<&'static mut pg_sys::PGPROC> {
-    // SAFETY: as the caller promised.
+pub unsafe fn procs_of(vxids: &[pg_sys::VirtualTransactionId]) -> Vec<*mut pg_sys::PGPROC> {
+    // SAFETY: as the caller promised; entries are read through raw pointers, never referenced,
+    // since their backends write them meanwhile.
     unsafe {
-        let procs = std::slice::from_raw_parts_mut(
-            (*pg_sys::ProcGlobal).allProcs,
-            (*pg_sys::ProcGlobal).allProcCount as usize,
-        );
+        let procs = (*pg_sys::ProcGlobal).allProcs;
+        let count = (*pg_sys::ProcGlobal).allProcCount as usize;
         #[cfg(feature = "pg15")]
         {
             // Backend ids are not indexes into the array: match them, by a binary search in
@@ -142,15 +136,21 @@ pub unsafe fn procs_of(vxids: &[pg_sys::VirtualTransactionId]) -> Vec<&'static m
             let id = |backend: i32, lxid: u32| (u64::from(backend as u32) << 32) | u64::from(lxid);
             let mut wanted: Vec<u64> = vxids.iter().map(|v| id(v.backendId, v.localTransactionId)).collect();
             wanted.sort_unstable();
-            procs.iter_mut().filter(|p| wanted.binary_search(&id(p.backendId, p.lxid)).is_ok()).collect()
+            (0..count)
+                .map(|i| procs.add(i))
+                .filter(|&p| wanted.binary_search(&id((*p).backendId, (*p).lxid)).is_ok())
+                .collect()
         }
         #[cfg(not(feature = "pg15"))]
         {
             let mut found = Vec::with_capacity(vxids.len());
             for vxid in vxids {
-                let proc = procs.get_mut(vxid.procNumber as usize).map(|p| p as *mut pg_sys::PGPROC);
-                if let Some(proc) = proc.filter(|p| (**p).vxid.lxid == vxid.localTransactionId) {
-                    found.push(&mut *proc);
+                let number = vxid.procNumber as usize;
+                if number < count {
+                    let proc = procs.add(number);
+                    if (*proc).vxid.lxid == vxid.localTransactionId {
+                        found.push(proc);
+                    }
                 }
             }
             found

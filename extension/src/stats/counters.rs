@@ -4,6 +4,7 @@
 
 use super::{COUNTERS, Counter, WAIT_BUCKETS_MS};
 use crate::pg::backend;
+use crate::pg::shmem_cell::ShmemCell;
 use dlock_core::Timestamp;
 use pgrx::pg_sys;
 use std::cell::Cell;
@@ -27,19 +28,19 @@ struct Slot {
     wait_us: AtomicU64,
 }
 
-static mut SLOTS: *mut Slot = std::ptr::null_mut();
+/// A slot per database, and the shared one.
+type Slots = [Slot; DATABASES + 1];
+
+/// The slots in shared memory (unset without preload).
+static SLOTS: ShmemCell<Slots> = ShmemCell::new();
 
 thread_local! {
     /// This backend's slot (a backend never changes database).
-    static MINE: Cell<*const Slot> = const { Cell::new(std::ptr::null()) };
+    static MINE: Cell<Option<&'static Slot>> = const { Cell::new(None) };
 }
 
-fn slots() -> Option<&'static [Slot]> {
-    // SAFETY: set once by the postmaster before backends fork; DATABASES + 1 slots.
-    unsafe {
-        let base = *std::ptr::addr_of!(SLOTS);
-        (!base.is_null()).then(|| std::slice::from_raw_parts(base, DATABASES + 1))
-    }
+fn slots() -> Option<&'static Slots> {
+    SLOTS.get()
 }
 
 /// Whether counts are kept (preloaded, and this is dlock's first library in the process).
@@ -52,13 +53,11 @@ fn mine() -> Option<&'static Slot> {
     if !enabled() {
         return None;
     }
-    let cached = MINE.with(|m| m.get());
-    if !cached.is_null() {
-        // SAFETY: a slot of the shared array, which lives as long as the postmaster.
-        return Some(unsafe { &*cached });
+    if let Some(cached) = MINE.with(Cell::get) {
+        return Some(cached);
     }
     let slot = slot_of(backend::database().to_u32())?;
-    MINE.with(|m| m.set(slot));
+    MINE.with(|m| m.set(Some(slot)));
     Some(slot)
 }
 
@@ -150,7 +149,7 @@ pub fn reset() {
 }
 
 fn size() -> usize {
-    std::mem::size_of::<Slot>() * (DATABASES + 1)
+    std::mem::size_of::<Slots>()
 }
 
 /// Asks for the counters' memory (`hooks/shmem.rs`).
@@ -162,8 +161,9 @@ pub fn request() {
 /// Sets the counters up, all zero, counting from now (`hooks/shmem.rs`; after a crash restart
 /// too).
 pub fn startup() {
-    // SAFETY: runs in the postmaster before any backend; the struct is ours alone, and all-zero
-    // atomics are zero counts and free slots.
+    // SAFETY: runs in the postmaster before any backend; the struct is ours alone, sized for
+    // the slots, and all-zero atomics are zero counts and free slots; shared memory lasts as
+    // long as the backends that read the cell.
     unsafe {
         let mut found = false;
         let base = pg_sys::ShmemInitStruct(c"dlock v2 stats".as_ptr(), size(), &mut found) as *mut Slot;
@@ -174,6 +174,6 @@ pub fn startup() {
                 (*base.add(i)).since.store(now, Ordering::Relaxed);
             }
         }
-        SLOTS = base;
+        SLOTS.set(&*(base as *const Slots));
     }
 }

@@ -8,6 +8,8 @@
 //! releasers under a sequence count (odd while it is being written), so a key read half-written
 //! is recognised and not answered (the waiter then reads the key itself).
 
+use crate::pg::proc::Proc;
+use crate::pg::shmem_cell::ShmemCell;
 use crate::pg::version;
 use dlock_core::limits::MAX_KEY_BYTES;
 use pgrx::pg_sys;
@@ -64,8 +66,8 @@ fn packed(chunk: &[u8]) -> u64 {
     u64::from_ne_bytes(bytes)
 }
 
-/// The slots, one per proc number below MaxBackends (null without preload).
-static mut SLOTS: *const Slot = std::ptr::null();
+/// The slots, one per proc number below MaxBackends (unset without preload).
+static SLOTS: ShmemCell<&'static [Slot]> = ShmemCell::new();
 
 fn slot_count() -> usize {
     // SAFETY: set by the postmaster before shared memory is sized; backends and background
@@ -74,11 +76,7 @@ fn slot_count() -> usize {
 }
 
 fn slots() -> Option<&'static [Slot]> {
-    // SAFETY: set once by the postmaster before backends fork, sized for `slot_count` slots.
-    unsafe {
-        let base = *std::ptr::addr_of!(SLOTS);
-        (!base.is_null()).then(|| std::slice::from_raw_parts(base, slot_count()))
-    }
+    SLOTS.get().copied()
 }
 
 fn mine() -> Option<&'static Slot> {
@@ -98,17 +96,20 @@ pub fn request() {
 
 /// Sets the slots up, all empty (`hooks/shmem.rs`'s startup hook).
 pub fn startup() {
-    // SAFETY: runs in the postmaster (and after a crash restart) before any backend; all-zero
-    // is an empty slot.
-    unsafe {
+    // SAFETY: runs in the postmaster (and after a crash restart) before any backend; the struct
+    // is ours alone, sized for `slot_count` slots, and all-zero is an empty slot; shared memory
+    // lasts as long as the backends that read the cell.
+    let slots = unsafe {
         let size = slot_count() * std::mem::size_of::<Slot>();
         let mut found = false;
         let base = pg_sys::ShmemInitStruct(c"dlock v2 free-wait answers".as_ptr(), size, &mut found);
         if !found {
             std::ptr::write_bytes(base as *mut u8, 0, size);
         }
-        SLOTS = base as *const Slot;
-    }
+        std::slice::from_raw_parts(base as *const Slot, slot_count())
+    };
+    // One slice (two words) leaked per server start, crash restarts included.
+    SLOTS.set(Box::leak(Box::new(slots)));
 }
 
 /// This session starts waiting for `key`: published, with no answer yet.
@@ -132,8 +133,8 @@ pub fn answered(hash: u64) -> bool {
 }
 
 /// Answers `proc` that `key` (of this hash) is free, if that is the key it waits for.
-pub fn answer(proc: &pg_sys::PGPROC, key: &str, hash: u64) {
-    if let Some(slot) = slots().and_then(|s| s.get(version::proc_number(proc)))
+pub fn answer(proc: Proc, key: &str, hash: u64) {
+    if let Some(slot) = slots().and_then(|s| s.get(proc.number()))
         && slot.holds(key.as_bytes())
     {
         slot.answer.store(hash, Ordering::SeqCst);

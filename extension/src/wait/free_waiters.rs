@@ -19,7 +19,7 @@
 
 use crate::locks::key;
 use crate::locks::tags::{self, Space, tag};
-use crate::pg::version;
+use crate::pg::proc::Proc;
 use crate::wait::answers;
 use crate::wait::occupancy::{self, Of};
 use pgrx::pg_sys;
@@ -103,17 +103,18 @@ pub fn wake(hash: u64, free: Option<&str>) {
     let lock = tag(Space::FreeWait, hash);
     // SAFETY: GetLockConflicts lists the holders' virtual transaction ids (never ours), ended by
     // an invalid one; the proc array lives in shared memory for the postmaster's life.
-    unsafe {
+    let holders = unsafe {
         let mut count = 0;
         let holders = pg_sys::GetLockConflicts(&lock, pg_sys::AccessExclusiveLock as i32, &mut count);
         if holders.is_null() {
             return;
         }
-        for proc in version::procs_of(std::slice::from_raw_parts(holders, count.max(0) as usize)) {
-            if let Some(key) = free {
-                answers::answer(proc, key, hash);
-            }
-            pg_sys::SetLatch(&mut proc.procLatch);
+        Proc::all_of(std::slice::from_raw_parts(holders, count.max(0) as usize))
+    };
+    for proc in holders {
+        if let Some(key) = free {
+            answers::answer(proc, key, hash);
         }
+        proc.set_latch();
     }
 }

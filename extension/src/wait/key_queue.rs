@@ -24,7 +24,8 @@
 use crate::locks::deadline::{self, DeadlockCheck, Poke};
 use crate::locks::tags::{self, Space, tag};
 use crate::pg::pending::Pending;
-use crate::pg::{signals, version};
+use crate::pg::proc::Proc;
+use crate::pg::signals;
 use crate::wait::{occupancy, requests};
 use dlock_core::Timestamp;
 use pgrx::pg_sys;
@@ -118,7 +119,7 @@ pub fn sub_end(sub: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, 
 }
 
 /// The head of the key's queue (the holder of its queue lock), if any.
-pub fn head(hash: u64) -> Option<&'static mut pg_sys::PGPROC> {
+pub fn head(hash: u64) -> Option<Proc> {
     if occupancy::surely_empty(hash) {
         return None;
     }
@@ -132,15 +133,14 @@ pub fn head(hash: u64) -> Option<&'static mut pg_sys::PGPROC> {
             return None;
         }
         // The queue lock is exclusive: one holder.
-        version::proc_of(*holders)
+        Proc::of(*holders)
     }
 }
 
 /// Wakes the head of the key's queue, if any, so it re-reads the lease (or its slot).
 pub fn wake_head(hash: u64) {
     if let Some(proc) = head(hash) {
-        // SAFETY: setting another backend's latch is how PostgreSQL wakes it.
-        unsafe { pg_sys::SetLatch(&mut proc.procLatch) };
+        proc.set_latch();
     }
 }
 
@@ -148,7 +148,7 @@ pub fn wake_head(hash: u64) {
 /// it is a dlock backend with the handler installed.
 pub fn poke_head(hash: u64) {
     if let Some(proc) = head(hash) {
-        signals::poke(proc.pid);
+        signals::poke(proc.pid());
     }
 }
 
@@ -157,8 +157,8 @@ pub fn poke_head(hash: u64) {
 /// a session-bound holder's binding (poked). Those in line behind a head follow it as it leaves.
 pub fn wake_every_waiter() {
     let database = crate::pg::backend::database().to_u32();
-    // SAFETY: a snapshot of the lock table, palloc'd in the current memory context; PGPROCs live
-    // in shared memory for the postmaster's life.
+    // SAFETY: a snapshot of the lock table, palloc'd in the current memory context;
+    // BackendPidGetProc returns an entry of the proc array, or null.
     unsafe {
         let data = pg_sys::GetLockStatusData();
         let locks = std::slice::from_raw_parts((*data).locks, (*data).nelements as usize);
@@ -172,9 +172,8 @@ pub fn wake_every_waiter() {
             let bound_waiter =
                 t.locktag_field4 == Space::Binding as u16 && lock.waitLockMode != pg_sys::NoLock as i32;
             if head {
-                let proc = pg_sys::BackendPidGetProc(lock.pid);
-                if !proc.is_null() {
-                    pg_sys::SetLatch(&mut (*proc).procLatch);
+                if let Some(proc) = Proc::from_ptr(pg_sys::BackendPidGetProc(lock.pid)) {
+                    proc.set_latch();
                 }
             } else if bound_waiter {
                 signals::poke(lock.pid);

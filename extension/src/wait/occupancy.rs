@@ -5,6 +5,7 @@
 //! which a head takes only after joining. Without preload nothing is counted and every lookup
 //! is made.
 
+use crate::pg::shmem_cell::ShmemCell;
 use pgrx::pg_sys;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -19,19 +20,18 @@ pub enum Of {
     FreeWaits = 1,
 }
 
-static mut COUNTS: *const AtomicU32 = std::ptr::null();
+/// `BUCKETS` counts of each kind.
+type Counts = [AtomicU32; 2 * BUCKETS];
+
+/// The counts in shared memory (unset without preload).
+static COUNTS: ShmemCell<Counts> = ShmemCell::new();
 
 fn bucket(of: Of, hash: u64) -> usize {
     of as usize * BUCKETS + (hash % BUCKETS as u64) as usize
 }
 
-fn counts() -> Option<&'static [AtomicU32]> {
-    // SAFETY: set once by the postmaster before backends fork; the memory is shared memory
-    // sized for BUCKETS counters.
-    unsafe {
-        let base = *std::ptr::addr_of!(COUNTS);
-        (!base.is_null()).then(|| std::slice::from_raw_parts(base, 2 * BUCKETS))
-    }
+fn counts() -> Option<&'static Counts> {
+    COUNTS.get()
 }
 
 /// Whether no session is in a queue of the bucket of `hash` (always false without preload).
@@ -69,20 +69,22 @@ pub fn exit_as(of: Of, hash: u64) {
 /// Asks for the counters' memory (`shmem.rs`'s request hook).
 pub fn request() {
     // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(2 * BUCKETS * std::mem::size_of::<AtomicU32>()) };
+    unsafe { pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Counts>()) };
 }
 
 /// Sets the counters up, all zero (`shmem.rs`'s startup hook; after a crash restart too,
 /// when every session that counted is gone).
 pub fn startup() {
-    // SAFETY: runs in the postmaster before any backend; the struct is ours alone.
+    // SAFETY: runs in the postmaster before any backend; the struct is ours alone, sized for
+    // the counts, which all-zero bytes make zero; shared memory lasts as long as the backends
+    // that read the cell.
     unsafe {
-        let size = 2 * BUCKETS * std::mem::size_of::<AtomicU32>();
+        let size = std::mem::size_of::<Counts>();
         let mut found = false;
         let base = pg_sys::ShmemInitStruct(c"dlock v2 waiter counts".as_ptr(), size, &mut found);
         if !found {
             std::ptr::write_bytes(base as *mut u8, 0, size);
         }
-        COUNTS = base as *const AtomicU32;
+        COUNTS.set(&*(base as *const Counts));
     }
 }

@@ -1,8 +1,12 @@
 //! The wait table's shared memory (preloaded only): `dlock.wait_slots` slots, a free list, and
 //! each backend's slot by proc number, under one lock. What the slots mean is `requests.rs`'s.
+//! Everything in it is reached through a [`Locked`], which only [`with_table`] makes, holding
+//! the lock.
 
+use crate::pg::shmem_cell::ShmemCell;
 use pgrx::pg_sys;
 use std::ffi::CStr;
+use std::marker::PhantomData;
 
 pub(super) const KEY_MAX: usize = 1024;
 pub(super) const OWNER_MAX: usize = 256;
@@ -43,7 +47,8 @@ struct Header {
     free_count: u32,
 }
 
-pub(super) struct Table {
+/// Where the table lies: set up by the postmaster, then never changed.
+struct Table {
     lock: *mut pg_sys::LWLock,
     header: *mut Header,
     by_proc: *mut i32,
@@ -53,8 +58,13 @@ pub(super) struct Table {
     len: usize,
 }
 
-static mut TABLE: Option<Table> = None;
+// SAFETY: the pointers are never changed after startup, and what they point to (shared memory)
+// is only reached through `Locked`, which holds the table's LWLock. A backend is one thread
+// (PostgreSQL's LWLocks are held per process), and dlock starts no other.
+unsafe impl Sync for Table {}
 
+/// The table, set up by the postmaster (unset without preload).
+static TABLE: ShmemCell<Table> = ShmemCell::new();
 
 fn proc_count() -> usize {
     // SAFETY: set by the postmaster before shared memory is sized. Backends and background
@@ -85,8 +95,9 @@ pub fn request() {
 
 /// Sets the table up (`shmem.rs`'s startup hook).
 pub fn startup() {
-    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend.
-    unsafe {
+    // SAFETY: runs in the postmaster (and again after a crash restart), before any backend: the
+    // struct is ours alone, sized by `layout` for these `procs` and `len`.
+    let table = unsafe {
         let (procs, len) = (proc_count(), slot_count());
         let (by_proc, free, slots, size) = layout(procs, len);
         let mut found = false;
@@ -111,81 +122,87 @@ pub fn startup() {
                 *table.free.add(i) = (len - 1 - i) as u32;
             }
         }
-        TABLE = Some(table);
-    }
+        table
+    };
+    // One descriptor leaked per server start, crash restarts included.
+    TABLE.set(Box::leak(Box::new(table)));
 }
 
 /// Whether the table exists (dlock was preloaded).
 pub fn enabled() -> bool {
-    table().is_some()
+    TABLE.get().is_some()
 }
 
-fn table() -> Option<&'static Table> {
-    // SAFETY: written once by the postmaster before backends fork, read-only afterwards.
-    unsafe { (*std::ptr::addr_of!(TABLE)).as_ref() }
+/// The table while this backend holds its lock (exclusive): made only by [`with_table`], for
+/// the length of its closure, so having one proves the lock is held, and `&mut` to it that
+/// nothing else in this backend reaches the table meanwhile.
+pub(super) struct Locked<'t> {
+    table: &'t Table,
+    /// Held by this process: never sent to another thread.
+    _held: PhantomData<*mut ()>,
 }
 
 /// Runs `f` on the table under its lock (never across anything that can fail).
-pub(super) fn with_table<R>(f: impl FnOnce(&Table) -> R) -> Option<R> {
-    let table = table()?;
-    // SAFETY: the LWLock serialises every access; `f` is plain field work that cannot error
-    // out while the lock is held.
-    unsafe {
-        pg_sys::LWLockAcquire(table.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let result = f(table);
-        pg_sys::LWLockRelease(table.lock);
-        Some(result)
-    }
+pub(super) fn with_table<R>(f: impl FnOnce(&mut Locked<'_>) -> R) -> Option<R> {
+    let table = TABLE.get()?;
+    // SAFETY: the table's own LWLock, released below: `f` is plain field work that cannot
+    // error out while the lock is held.
+    unsafe { pg_sys::LWLockAcquire(table.lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+    let result = f(&mut Locked { table, _held: PhantomData });
+    // SAFETY: taken above.
+    unsafe { pg_sys::LWLockRelease(table.lock) };
+    Some(result)
 }
 
-impl Table {
+impl Locked<'_> {
     /// The slot proc number `proc` has, if any.
     pub(super) fn slot_of(&self, proc: usize) -> Option<usize> {
-        // SAFETY: `proc` checked against the array's length; caller holds the lock.
-        (proc < self.procs)
-            .then(|| unsafe { *self.by_proc.add(proc) })
-            .filter(|&i| i != NONE)
-            .map(|i| i as usize)
+        let t = self.table;
+        // SAFETY: `proc` checked against the array's length; the lock is held (`self`).
+        (proc < t.procs).then(|| unsafe { *t.by_proc.add(proc) }).filter(|&i| i != NONE).map(|i| i as usize)
     }
 
-    /// Slot `index` (caller holds the lock).
-    #[allow(clippy::mut_from_ref)]
-    pub(super) fn slot(&self, index: usize) -> &mut Slot {
-        debug_assert!(index < self.len);
-        // SAFETY: slot indices come from the free list or `by_proc`, all below `len`.
-        unsafe { &mut *self.slots.add(index) }
+    /// Slot `index`.
+    pub(super) fn slot(&mut self, index: usize) -> &mut Slot {
+        // Slot indices come from the free list or `by_proc`, all below `len`.
+        assert!(index < self.table.len, "dlock: wait slot {index} out of range");
+        // SAFETY: in range; the lock is held and `self` borrowed for as long as the slot.
+        unsafe { &mut *self.table.slots.add(index) }
     }
 
     /// Our slot, taking one from the free list if we have none; `None` if the table is full.
-    pub(super) fn take_slot(&self, proc: usize) -> Option<usize> {
-        if proc >= self.procs {
+    pub(super) fn take_slot(&mut self, proc: usize) -> Option<usize> {
+        if proc >= self.table.procs {
             return None;
         }
         if let Some(index) = self.slot_of(proc) {
             return Some(index);
         }
-        // SAFETY: caller holds the lock; the free list holds `free_count` slot numbers.
+        let t = self.table;
+        // SAFETY: the lock is held (`self`); the free list holds `free_count` slot numbers.
         unsafe {
-            let header = &mut *self.header;
+            let header = &mut *t.header;
             if header.free_count == 0 {
                 return None;
             }
             header.free_count -= 1;
-            let index = *self.free.add(header.free_count as usize) as usize;
-            *self.by_proc.add(proc) = index as i32;
+            let index = *t.free.add(header.free_count as usize) as usize;
+            *t.by_proc.add(proc) = index as i32;
             Some(index)
         }
     }
 
     /// Gives our slot back to the free list.
-    pub(super) fn put_slot(&self, proc: usize) {
+    pub(super) fn put_slot(&mut self, proc: usize) {
         if let Some(index) = self.slot_of(proc) {
-            // SAFETY: caller holds the lock; a slot is either in `by_proc` or free, never both.
+            let t = self.table;
+            // SAFETY: the lock is held (`self`); a slot is either in `by_proc` or free, never
+            // both, so the free list has room for it.
             unsafe {
-                let header = &mut *self.header;
-                *self.free.add(header.free_count as usize) = index as u32;
+                let header = &mut *t.header;
+                *t.free.add(header.free_count as usize) = index as u32;
                 header.free_count += 1;
-                *self.by_proc.add(proc) = NONE;
+                *t.by_proc.add(proc) = NONE;
             }
         }
     }

@@ -16,6 +16,7 @@
 //! number per publication keeps a late commit from touching a slot that was published again.
 
 use crate::pg::pending::Pending;
+use crate::pg::proc::Proc;
 use crate::pg::version;
 use crate::wait::request_slots::{GRANTED, IDLE, KEY_MAX, OFFERED, OWNER_MAX, WAITING, with_table};
 use dlock_core::lease::{Kind, Request as LeaseRequest};
@@ -266,7 +267,7 @@ fn settle_offers(offers: Vec<(Ticket, i64)>, commit: bool) {
     }
 }
 
-/// The proc number of a PGPROC, by which its slot is found.
-pub fn index_of(proc: &pg_sys::PGPROC) -> usize {
-    version::proc_number(proc)
+/// The proc number of a backend, by which its slot is found.
+pub fn index_of(proc: Proc) -> usize {
+    proc.number()
 }
