@@ -98,10 +98,12 @@ clients:
 	@bash tests/scripts/java.sh build | tail -n 1
 
 # The Python and TypeScript clients' own suites (mypy --strict, pytest, node --test, the tarball
-# installed into an empty project) and the conformance suite (conformance/) with every runner,
-# on a throwaway cluster with dlock preloaded and a pgbouncer in transaction mode.
+# installed into an empty project) and the conformance suite (conformance/) with their runners
+# and the Rust client's, on throwaway clusters with dlock preloaded and a pgbouncer in
+# transaction mode.
 test-clients: install
 	@bash tests/scripts/clients.sh test
+	@bash tests/scripts/conformance-rust.sh test
 
 # The Java client's JUnit suite and its conformance runner (--strict), on a throwaway cluster
 # with dlock preloaded and a pgbouncer in transaction mode (built offline: javac, and the JDBC

@@ -31,8 +31,9 @@ Exit status:
   1    release/renew: the lease was not ours, or already gone; release --force: the key was free;
        leader: nobody leads (--json prints null)
   2    bad usage
-  64   a bad option value: run --max-holders 0; metrics: the --listen address is not one, or
-       cannot be listened on (EX_USAGE)
+  64   a bad option value: an empty or over-long key or owner, --ttl 0, run --max-holders 0
+       (refused before anything is sent); metrics: the --listen address is not one, or cannot
+       be listened on (EX_USAGE)
   70   any other error (connection, permission, server error), explained on stderr
   75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL);
        elect: --wait elapsed before this process led
@@ -172,6 +173,11 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         match e {
             Error::NotAcquired | Error::Timeout => Failure::NotAcquired(e.to_string()),
+            // Refused by the client before anything was sent: an option's value. The server's
+            // refusals (a ttl above dlock.max_ttl, a semaphore of another size) stay 70.
+            Error::InvalidArgument(ref refused) if refused.as_db_error().is_none() => {
+                Failure::Usage(e.to_string())
+            }
             e => Failure::Other(e.to_string()),
         }
     }

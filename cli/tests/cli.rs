@@ -189,6 +189,23 @@ async fn scripted_steps_without_an_owner_are_usage_errors() {
 }
 
 #[tokio::test]
+async fn a_key_or_ttl_the_client_refuses_exits_64_and_one_the_server_refuses_exits_70() {
+    let long = "k".repeat(1025);
+    let out = call(&["acquire", &long, "--owner", "cli_bad_key"]).await;
+    assert_eq!(out.code, Some(64), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("key is 1025 bytes long") && out.stderr.contains("22023"), "{}", out.stderr);
+    let k = key("cli_bad_values", "k");
+    let out = call(&["acquire", &k, "--owner", "cli_bad_ttl", "--ttl", "0s"]).await;
+    assert_eq!(out.code, Some(64), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("ttl must be positive"), "{}", out.stderr);
+    // Above dlock.max_ttl (1 day): only the server knows.
+    let out = call(&["acquire", &k, "--owner", "cli_bad_ttl", "--ttl", "25h"]).await;
+    assert_eq!(out.code, Some(70), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("dlock.max_ttl"), "{}", out.stderr);
+    assert!(listed(&k).await.is_none(), "nothing was taken");
+}
+
+#[tokio::test]
 async fn list_prints_a_table_with_a_header() {
     let k = key("cli_list_table", "k");
     assert_eq!(call(&["acquire", &k, "--owner", "tabled"]).await.code, Some(0));

@@ -91,6 +91,14 @@
 //!   `verify-ca`, `verify-full`) and `sslrootcert`, from the connection string or `PGSSLMODE`
 //!   and `PGSSLROOTCERT` (see [`ClientBuilder`]), for the pool and the listener alike. A
 //!   certificate that cannot be verified is [`Error::Tls`].
+//! - **Errors** are one [`Error`]: a call the server refused keeps what it said
+//!   ([`ServerError`]), with the driver's error as its source and the SQLSTATE as
+//!   [`Error::code`]. dlock's own conditions are variants of their own, told apart from
+//!   PostgreSQL's errors of the same SQLSTATE by dlock's message (a `0A000` of PostgreSQL's is
+//!   [`Error::Database`], never [`Error::ModeConflict`]). Arguments the contract refuses
+//!   (empty or over-long keys and owners, a ttl of zero, an empty or over-long key list, ...)
+//!   are [`Error::InvalidArgument`] before anything is sent, with the server's SQLSTATE and
+//!   message.
 //! - **Telemetry.** `tracing` spans `dlock.acquire`, `dlock.wait`, `dlock.renew` and
 //!   `dlock.release` (level INFO) carry `key`, `fence` and `outcome` (`granted`, `busy`,
 //!   `timeout`, `renewed`, `released`, `lost`, `error`); a lost lease is also a WARN event. With
@@ -135,6 +143,7 @@
 
 #![warn(missing_docs)]
 
+mod args;
 mod client;
 mod connect;
 mod election;
@@ -149,6 +158,8 @@ pub use connect::PoolerMode;
 /// The connection pool crate, re-exported for [`Client::from_pool`].
 pub use deadpool_postgres;
 pub use election::{Election, Leader, LeaderChanges, Leadership};
-pub use error::{Error, ServerMessage};
+pub use error::{Error, ServerError};
 pub use lock::{DEFAULT_TTL, Guard, Lease, LockAllBuilder, LockBuilder, LockInfo, MultiGuard};
+/// The driver's SQLSTATE type, as [`Error::code`] gives it.
+pub use tokio_postgres::error::SqlState;
 pub use tokio_util::sync::CancellationToken;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use dlock_client::{Client, Error};
+use dlock_client::{Client, Error, SqlState};
 use dlock_tests::{Cluster, eventually, key, within};
 
 mod common;
@@ -208,8 +208,8 @@ async fn server_errors_map_to_error_variants_with_the_server_message() {
     let client = client();
     match client.lock("").try_acquire().await {
         Err(Error::InvalidArgument(m)) => {
-            assert_eq!(m.code, "22023");
-            assert!(!m.message.is_empty());
+            assert_eq!(m.code(), &SqlState::INVALID_PARAMETER_VALUE);
+            assert!(!m.message().is_empty());
         }
         other => panic!("empty key: {other:?}"),
     }
@@ -223,7 +223,10 @@ async fn server_errors_map_to_error_variants_with_the_server_message() {
     let k = key("errors", "role");
     let guard = client.lock(&k).acquire().await.unwrap();
     let outcome = client_as("client_errors_other").force_release(&k).await;
-    assert!(matches!(&outcome, Err(Error::PermissionDenied(m)) if m.code == "42501"), "{outcome:?}");
+    assert!(
+        matches!(&outcome, Err(Error::PermissionDenied(m)) if m.code() == &SqlState::INSUFFICIENT_PRIVILEGE),
+        "{outcome:?}"
+    );
     // Another role with the same owner string is another owner: the key is busy for it.
     let other_role = client_as("client_errors_other").with_owner(client.owner());
     assert!(other_role.lock(&k).try_acquire().await.unwrap().is_none());
@@ -249,6 +252,7 @@ async fn with_lock_runs_the_work_under_the_lock_and_releases() {
     let fence = client
         .with_lock(&k, |lease| async move {
             assert!(lease.is_held());
+            assert!(lease.holds().await.unwrap(), "the work can check its fence on the server");
             assert!(!free_for_others(&key_for_work).await);
             lease.fence()
         })
@@ -270,6 +274,7 @@ async fn with_lock_returns_lock_lost_when_the_lease_is_force_released_mid_work()
     let outcome = client
         .with_lock(client.lock(&k).ttl(SECOND), |lease| async move {
             assert!(admin().await.force_release(&key_for_work).await.unwrap());
+            assert!(!lease.holds().await.unwrap(), "the fence is no longer the key's");
             within(SECOND, "the work is told", lease.lost().cancelled()).await;
             "done"
         })

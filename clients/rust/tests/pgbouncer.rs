@@ -22,8 +22,9 @@
 
 use std::time::Duration;
 
-use dlock_client::deadpool_postgres::tokio_postgres::{self, SimpleQueryMessage};
-use dlock_client::{Client, Error, PoolerMode};
+use dlock_client::deadpool_postgres::tokio_postgres::{self, NoTls, SimpleQueryMessage};
+use dlock_client::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use dlock_client::{Client, Error, PoolerMode, SqlState};
 use dlock_tests::{CLOCK_SLACK, Cluster, Pgbouncer, Session, eventually, key, wait_for_watchers, within};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -77,8 +78,8 @@ async fn a_statement_prepared_on_one_server_connection_fails_on_another_with_260
     commit(&pin1).await;
     match client.lock(&k2).watchdog(false).acquire().await {
         Err(Error::Database(m)) => {
-            assert_eq!(m.code, "26000", "{m:?}");
-            assert!(m.message.contains("prepared statement"), "{m:?}");
+            assert_eq!(m.code(), &SqlState::INVALID_SQL_STATEMENT_NAME, "{m:?}");
+            assert!(m.message().contains("prepared statement"), "{m:?}");
         }
         other => panic!("expected Err(Database 26000), got {other:?}"),
     }
@@ -306,4 +307,58 @@ async fn in_transaction_mode_session_bound_leases_and_waits_in_the_servers_queue
         let guard = client.lock(&k).server_queue().acquire().await.unwrap();
         assert!(guard.release().await.unwrap());
     }
+}
+
+#[tokio::test]
+async fn in_transaction_mode_wait_free_waits_for_a_lease_taken_on_the_same_server_connection() {
+    const T: &str = "client_pgbouncer_tx_wait_free";
+    let cluster = Cluster::shared();
+    // One server connection: the lease and every look at the key share one server session,
+    // although they are two clients'.
+    let bouncer = Pgbouncer::start(cluster, T, 1).await;
+    let (holder, looker) = (transaction_client(&bouncer).await, transaction_client(&bouncer).await);
+    let k = key(T, "k");
+    let guard = holder.lock(&k).acquire().await.unwrap();
+    assert!(!looker.wait_free(&k, Duration::ZERO).await.unwrap(), "held: not free, not HeldHere");
+    let started = std::time::Instant::now();
+    assert!(!looker.wait_free(&k, Duration::from_millis(300)).await.unwrap(), "the wait elapses");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    let waiting = tokio::spawn({
+        let (looker, k) = (looker.clone(), k.clone());
+        async move { looker.wait_free(&k, Duration::from_secs(10)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(guard.release().await.unwrap());
+    assert!(within(Duration::from_secs(5), "the release is noticed", waiting).await.unwrap().unwrap());
+    assert!(looker.wait_free(&k, Duration::ZERO).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_pool_of_the_applications_behind_a_transaction_pooler_retries_its_waits() {
+    const T: &str = "client_pgbouncer_tx_from_pool";
+    let cluster = Cluster::shared();
+    let bouncer = Pgbouncer::start(cluster, T, 2).await;
+    let observer = cluster.connect().await;
+    let config: tokio_postgres::Config = bouncer.url().parse().unwrap();
+    let manager =
+        Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let client = Client::from_pool_with_pooler(
+        Pool::builder(manager).max_size(2).build().unwrap(),
+        PoolerMode::Transaction,
+    );
+    assert_eq!(client.pooler(), PoolerMode::Transaction);
+    let k = key(T, "k");
+    let guard = transaction_client(&bouncer).await.lock(&k).acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let (client, k) = (client.clone(), k.clone());
+        async move { client.lock(&k).wait(PROMPTLY).acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(observer.waiters(&k).await.unwrap(), 0, "the wait retries rather than queueing on the server");
+    assert!(guard.release().await.unwrap());
+    let granted = within(Duration::from_secs(5), "the waiter is granted", waiting).await.unwrap().unwrap();
+    assert!(granted.renew().await.unwrap().is_some() && granted.holds().await.unwrap());
+    let bound = client.lock(key(T, "bound")).session_bound().acquire().await;
+    assert!(matches!(bound, Err(Error::Unsupported(_))), "{bound:?}");
+    assert!(granted.release().await.unwrap());
 }

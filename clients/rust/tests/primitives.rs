@@ -278,6 +278,27 @@ async fn observe_yields_each_change_of_leader() {
 }
 
 #[tokio::test]
+async fn leader_changes_are_a_stream() {
+    use futures_util::StreamExt;
+
+    let name = key("prim_observe_stream", "e");
+    let changes = client().election(&name).observe().await.unwrap();
+    // Through the futures adapters: only the terms, as they come.
+    let mut terms = changes.map(|change| change.map(|leader| leader.map(|l| l.term)));
+    let mut next = async || {
+        within(Duration::from_secs(5), "a change is streamed", StreamExt::next(&mut terms))
+            .await
+            .expect("the stream goes on")
+            .expect("no error")
+    };
+    assert_eq!(next().await, None, "nobody leads at first");
+    let lead = client().election(&name).campaign("streamed").await.unwrap();
+    assert_eq!(next().await, Some(lead.term()));
+    assert!(lead.resign().await.unwrap());
+    assert_eq!(next().await, None, "the resignation");
+}
+
+#[tokio::test]
 async fn observe_is_unsupported_without_a_listener() {
     let port = Cluster::shared().port();
     let behind_pooler =

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use dlock_client::deadpool_postgres::tokio_postgres::{self, NoTls};
 use dlock_client::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use dlock_client::{Client, Error};
+use dlock_client::{Client, Error, SqlState};
 use dlock_tests::{Cluster, eventually, key, wait_for_waiters, within};
 
 mod common;
@@ -126,7 +126,7 @@ async fn a_wait_cut_short_by_statement_timeout_is_cancelled() {
     let start = Instant::now();
     let outcome = within(SECOND * 3, "the wait ends", impatient.lock(&k).wait(SECOND * 5).acquire()).await;
     match outcome {
-        Err(Error::Cancelled(m)) => assert_eq!(m.code, "57014"),
+        Err(Error::Cancelled(m)) => assert_eq!(m.code(), &SqlState::QUERY_CANCELED),
         other => panic!("expected Err(Cancelled), got {other:?}"),
     }
     assert!(start.elapsed() >= Duration::from_millis(250), "cut short by the timeout, not at once");
@@ -161,7 +161,7 @@ async fn waiting_for_each_others_session_bound_leases_is_a_deadlock_for_one_side
     .await;
     assert!(started.elapsed() < SECOND * 10);
     match victim {
-        Err(Error::Deadlock(m)) => assert_eq!(m.code, "40P01"),
+        Err(Error::Deadlock(m)) => assert_eq!(m.code(), &SqlState::T_R_DEADLOCK_DETECTED),
         other => panic!("expected Err(Deadlock), got {other:?}"),
     }
     assert!(!survivor.is_finished(), "only one side is the victim");

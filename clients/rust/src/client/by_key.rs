@@ -6,8 +6,10 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
 
+use crate::args;
 use crate::client::Client;
 use crate::error::Error;
+use crate::lock::MAX_DURATION;
 use crate::statements::{KEY, KEY_OWNER, KEY_OWNER_TTL};
 
 /// A live lease as `dlock_locks` shows it.
@@ -66,9 +68,12 @@ impl Client {
     /// one taken by an earlier process as the same owner, or leaked. `None` if the lease is
     /// not this owner's (or already gone).
     pub async fn renew_lease(&self, key: &str, ttl: Duration) -> Result<Option<Expiry>, Error> {
+        args::key(key)?;
+        args::owner(&self.owner)?;
+        args::ttl(Some(ttl))?;
         let statements = self.statements().await?;
         let connection = self.pool.get().await?;
-        let values: [&(dyn ToSql + Sync); 3] = [&key, &&*self.owner, &ttl.as_secs_f64()];
+        let values: [&(dyn ToSql + Sync); 3] = [&key, &&*self.owner, &ttl.min(MAX_DURATION).as_secs_f64()];
         let row =
             self.protocol().query_one(&connection, &statements.renew_by_key, &KEY_OWNER_TTL, &values).await?;
         let expires_at: Option<SystemTime> = row.try_get(0)?;
@@ -79,6 +84,8 @@ impl Client {
     /// Gives back one hold of this owner's lease on `key` (`dlock_release`), without a guard:
     /// `true` if the lease was this owner's, `false` if not (or already gone).
     pub async fn release_lease(&self, key: &str) -> Result<bool, Error> {
+        args::key(key)?;
+        args::owner(&self.owner)?;
         let statements = self.statements().await?;
         let connection = self.pool.get().await?;
         let values: [&(dyn ToSql + Sync); 2] = [&key, &&*self.owner];
@@ -93,6 +100,7 @@ impl Client {
     /// administrators: the role must be a `dlock_admin` member or a superuser, else
     /// [`Error::PermissionDenied`]. The holder finds out at its next renewal.
     pub async fn force_release(&self, key: &str) -> Result<bool, Error> {
+        args::key(key)?;
         let statements = self.statements().await?;
         let connection = self.pool.get().await?;
         Ok(self

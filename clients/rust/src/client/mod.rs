@@ -19,7 +19,7 @@ use crate::lock::{Kind, Lease, LockAllBuilder, LockBuilder};
 use crate::statements::Statements;
 use crate::statements::call::Protocol;
 use crate::statements::schema;
-use crate::waiting::{Listener, Waits};
+use crate::waiting::{DEFAULT_MAX_POLL_INTERVAL, Listener, Waits};
 
 /// How many connections a client made by [`Client::connect`] opens at most: a pool of 15 and
 /// the listener its waits share (opened by the first wait).
@@ -92,6 +92,16 @@ impl Client {
         Client::new(pool, PoolerMode::Session, None)
     }
 
+    /// Like [`from_pool`](Self::from_pool), for a pool whose connections go through a pooler
+    /// of `pooler`'s mode: behind a transaction pooler ([`PoolerMode::Transaction`]) nothing is
+    /// prepared, waits retry holding no server connection (pausing at most 250 ms), and
+    /// session-bound leases are refused, as for a client from
+    /// [`ClientBuilder::pooler`]. [`PoolerMode::Session`] is [`from_pool`](Self::from_pool).
+    pub fn from_pool_with_pooler(pool: Pool, pooler: PoolerMode) -> Client {
+        let waits = pooler.is_transaction().then(|| Waits::polling(DEFAULT_MAX_POLL_INTERVAL));
+        Client::new(pool, pooler, waits)
+    }
+
     /// Like [`from_pool`](Self::from_pool), with waits that hold no pooled connection: they
     /// share one listener connection opened from `listener` on the first wait, as a client
     /// from [`connect`](Self::connect) does. Count it in your connection budget. The listener
@@ -115,7 +125,8 @@ impl Client {
 
     /// The same pool under another owner identity (e.g. a stable name for one worker). Owners
     /// must be unguessable to others: whoever knows an owner string (and has the role) can
-    /// renew and release its leases. At most 256 bytes, not empty (the server checks).
+    /// renew and release its leases. At most 256 bytes, not empty: every call checks it before
+    /// sending anything.
     pub fn with_owner(&self, owner: impl Into<String>) -> Client {
         Client { pool: self.pool.clone(), owner: Arc::from(owner.into()), shared: self.shared.clone() }
     }

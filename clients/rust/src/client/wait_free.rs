@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
+use crate::args;
 use crate::client::Client;
 use crate::error::Error;
 use crate::lock::{InFlight, MAX_DURATION};
@@ -25,11 +26,17 @@ impl Client {
     /// [`Client::from_pool`] waits on the server, holding a pooled connection).
     ///
     /// [`Error::HeldHere`] when the server session that looks holds a lease of the key itself:
-    /// do not wait for keys this client holds.
+    /// do not wait for keys this client holds. Behind a transaction pooler the server cannot
+    /// tell (the session that looks is whichever one the pooler lends, perhaps the one that
+    /// took another client's lease), so there a lease on the key is waited for whoever holds it.
     pub async fn wait_free(&self, key: &str, wait: Duration) -> Result<bool, Error> {
+        args::key(key)?;
         let statements = self.statements().await?;
+        if wait.is_zero() {
+            return Ok(self.is_free(&statements, key).await?.0);
+        }
         let deadline = Instant::now() + wait.min(MAX_DURATION);
-        let Some(waits) = self.shared.waits.as_ref().filter(|_| !wait.is_zero()) else {
+        let Some(waits) = self.shared.waits.as_ref() else {
             return self.wait_free_on_server(&statements, key, wait).await;
         };
         if let Some(max_interval) = waits.max_poll_interval() {
@@ -59,8 +66,13 @@ impl Client {
     async fn is_free(&self, statements: &Statements, key: &str) -> Result<(bool, Option<Duration>), Error> {
         let connection = self.pool.get().await?;
         let values: [&(dyn ToSql + Sync); 1] = [&key];
-        let row =
-            self.protocol().query_one(&connection, &statements.primitives.is_free, &KEY, &values).await?;
+        let statement = &statements.primitives.is_free;
+        let row = match self.protocol().query_one(&connection, statement, &KEY, &values).await {
+            // The server connection the pooler lent holds a lease of the key, which need not
+            // be this client's: the key is held, that is all it says.
+            Err(Error::HeldHere(_)) if self.shared.pooler.is_transaction() => return Ok((false, None)),
+            row => row?,
+        };
         let retry_after: Option<f64> = row.try_get(1)?;
         let retry_after =
             retry_after.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX));

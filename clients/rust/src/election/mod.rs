@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use observe::LeaderChanges;
 
+use crate::args;
 use crate::client::Client;
 use crate::error::Error;
 use crate::lock::{DEFAULT_TTL, Guard, Kind, LockBuilder};
@@ -114,6 +115,7 @@ impl Election {
 
     /// The current leader, or `None` when nobody leads.
     pub async fn leader(&self) -> Result<Option<Leader>, Error> {
+        args::election_name(&self.name)?;
         let statements = self.client.statements().await?;
         let connection = self.client.pool.get().await?;
         let values: [&(dyn ToSql + Sync); 1] = [&self.name];
@@ -163,6 +165,11 @@ impl Leadership {
     /// When the lead ends unless renewed, as last known (server clock).
     pub fn expires_at(&self) -> Option<SystemTime> {
         self.guard.expires_at()
+    }
+
+    /// Asks the server whether the lead's lease still carries this term (`dlock_holds`).
+    pub async fn holds(&self) -> Result<bool, Error> {
+        self.guard.holds().await
     }
 
     /// Renews the lead now: the new expiry, or [`Error::LockLost`] if it was lost.

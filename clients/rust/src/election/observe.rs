@@ -2,11 +2,14 @@
 //! the election's watchers (a new leader, a resignation, an expiry, a leader's session ending)
 //! on the client's listener connection. Nothing polls.
 
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use futures_core::Stream;
 use tokio::sync::mpsc;
 
 use super::{Election, Leader};
+use crate::args;
 use crate::error::Error;
 
 /// How many changes may wait unread before the observer stops reading new ones.
@@ -15,8 +18,8 @@ const BACKLOG: usize = 16;
 /// The leaders of an election as they change: first the leader when observing began (`None`:
 /// nobody led), then every change of leader (a new term, or nobody). An error ends it.
 ///
-/// Read with [`next`](Self::next) (or [`poll_next`](Self::poll_next), to adapt it to a
-/// `Stream`). Dropping it stops watching.
+/// A [`Stream`] (read it with `StreamExt::next`, or combine it with the `futures` adapters), and
+/// [`next`](Self::next) without them. Dropping it stops watching.
 #[derive(Debug)]
 pub struct LeaderChanges {
     changes: mpsc::Receiver<Result<Option<Leader>, Error>>,
@@ -29,9 +32,18 @@ impl LeaderChanges {
         self.changes.recv().await
     }
 
-    /// [`next`](Self::next) as a poll, for `Stream` adapters.
+    /// [`next`](Self::next) as a poll (what the [`Stream`] implementation does).
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Option<Leader>, Error>>> {
         self.changes.poll_recv(cx)
+    }
+}
+
+impl Stream for LeaderChanges {
+    type Item = Result<Option<Leader>, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        // The receiver is Unpin, and so is this.
+        self.get_mut().changes.poll_recv(cx)
     }
 }
 
@@ -44,6 +56,7 @@ impl Election {
     /// for clients without a listener ([`Client::from_pool`](crate::Client::from_pool)): poll
     /// [`leader`](Self::leader) there.
     pub async fn observe(&self) -> Result<LeaderChanges, Error> {
+        args::election_name(&self.name)?;
         let waits = self.client.shared.waits.as_ref().filter(|waits| waits.listens()).ok_or_else(|| {
             Error::Unsupported(
                 "observing an election needs the client's listener connection, which a client \

@@ -8,10 +8,11 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;
 
-use super::builder::{DEFAULT_TTL, InFlight, MAX_DURATION, Wait};
+use super::builder::InFlight;
 use super::guard::Guard;
+use super::options::{DEFAULT_TTL, LeaseOptions, Wait, lease_setters};
 use super::state::{AllKeys, LeaseState, Timing};
-use super::watchdog;
+use crate::args;
 use crate::client::Client;
 use crate::error::Error;
 use crate::statements::Statements;
@@ -23,73 +24,30 @@ use crate::waiting;
 ///
 /// Every key is taken exclusively, or none is: the server never holds a subset, and takes the
 /// keys in one global order, so callers that list the same keys in different orders never
-/// deadlock. At most 64 distinct keys (else [`Error::InvalidArgument`]).
+/// deadlock. At most 64 distinct keys (else [`Error::InvalidArgument`], before anything is
+/// sent). The lease options are a [`LockBuilder`](crate::LockBuilder)'s, for every key.
 ///
-/// **Waiting** for the keys ([`wait`](Self::wait)) waits in the server's queue: it holds one
-/// pooled connection for the length of the wait (the listener's one-key lines do not fit a
-/// request for several keys at once). Behind a transaction pooler it retries instead, holding
-/// no server connection between tries.
+/// # Waiting
+///
+/// A wait for the keys ([`wait`](Self::wait)) waits in the server's queue: it holds one pooled
+/// connection for the length of the wait (the listener's one-key lines do not fit a request
+/// for several keys at once). Behind a transaction pooler it retries instead, holding no server
+/// connection between tries.
 #[derive(Debug, Clone)]
 #[must_use = "a lock builder does nothing until acquire() or try_acquire()"]
 pub struct LockAllBuilder {
     client: Client,
     keys: Vec<String>,
-    ttl: Duration,
-    wait: Wait,
-    renew_every: Option<Duration>,
-    watchdog: bool,
-    lock_delay: Duration,
+    /// Its ttl is never `None`: a multi-key lock cannot be session-bound.
+    options: LeaseOptions,
 }
 
 impl LockAllBuilder {
     pub(crate) fn new(client: Client, keys: Vec<String>) -> LockAllBuilder {
-        LockAllBuilder {
-            client,
-            keys,
-            ttl: DEFAULT_TTL,
-            wait: Wait::No,
-            renew_every: None,
-            watchdog: true,
-            lock_delay: Duration::ZERO,
-        }
+        LockAllBuilder { client, keys, options: LeaseOptions::default() }
     }
 
-    /// The ttl of every key's lease (default 30 s).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl.min(MAX_DURATION);
-        self
-    }
-
-    /// Wait up to `wait` for all the keys (see the type's docs); default: no wait.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Wait::up_to(wait);
-        self
-    }
-
-    /// Wait for all the keys without limit.
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
-    }
-
-    /// Whether a watchdog renews every key while the guard lives (default: on).
-    pub fn watchdog(mut self, on: bool) -> Self {
-        self.watchdog = on;
-        self
-    }
-
-    /// How often the watchdog renews (default: a third of the ttl). Turns the watchdog on.
-    pub fn renew_every(mut self, every: Duration) -> Self {
-        self.watchdog = true;
-        self.renew_every = Some(every.min(MAX_DURATION));
-        self
-    }
-
-    /// A lock-delay for every key (see [`LockBuilder::lock_delay`](crate::LockBuilder::lock_delay)).
-    pub fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = delay.min(MAX_DURATION);
-        self
-    }
+    lease_setters!();
 
     /// The keys this builder locks.
     pub fn keys(&self) -> &[String] {
@@ -99,7 +57,7 @@ impl LockAllBuilder {
     /// Takes every key: a [`MultiGuard`], or [`Error::NotAcquired`] when another owner holds
     /// one of them and no wait was set, or [`Error::Timeout`] when the wait elapsed.
     pub async fn acquire(self) -> Result<MultiGuard, Error> {
-        let waited = self.wait != Wait::No;
+        let waited = self.options.wait != Wait::No;
         match self.try_acquire().await? {
             Some(guard) => Ok(guard),
             None if waited => Err(Error::Timeout),
@@ -110,7 +68,7 @@ impl LockAllBuilder {
     /// Takes every key if it can (within the wait, if one was set): `None` when some key stays
     /// held by another owner.
     pub async fn try_acquire(self) -> Result<Option<MultiGuard>, Error> {
-        let (keys, waits) = (self.keys.clone(), self.wait != Wait::No);
+        let (keys, waits) = (self.keys.clone(), self.options.wait != Wait::No);
         let fences = |guard: &MultiGuard| tracing::field::debug(guard.fences().to_vec());
         let keys = tracing::field::debug(&keys);
         crate::telemetry::acquire(keys, waits, fences, self.try_acquire_untraced()).await
@@ -118,21 +76,19 @@ impl LockAllBuilder {
 
     /// [`try_acquire`](Self::try_acquire) without its span.
     async fn try_acquire_untraced(self) -> Result<Option<MultiGuard>, Error> {
-        if self.ttl < Duration::from_micros(1) {
-            return Err(Error::refused_by_client("dlock: ttl must be positive".into()));
-        }
+        args::keys(&self.keys)?;
+        args::owner(&self.client.owner)?;
+        args::ttl(Some(self.lease_ttl()))?;
         let statements = self.client.statements().await?;
         let retry = self.client.shared.waits.as_ref().and_then(|waits| waits.max_poll_interval());
-        let granted = match (self.wait, retry) {
+        let wait = self.options.wait;
+        let granted = match (wait, retry) {
             (Wait::No, _) => self.send(&statements, Some(0.0)).await?.granted(),
             // Behind a transaction pooler nothing may hold a server connection while it waits.
             (Wait::Up(_) | Wait::Forever, Some(max_interval)) => {
-                waiting::retry(self.wait.deadline(), max_interval, |_| self.send(&statements, Some(0.0)))
-                    .await?
+                waiting::retry(wait.deadline(), max_interval, |_| self.send(&statements, Some(0.0))).await?
             }
-            (Wait::Up(_) | Wait::Forever, None) => {
-                self.send(&statements, self.wait.seconds()).await?.granted()
-            }
+            (Wait::Up(_) | Wait::Forever, None) => self.send(&statements, wait.seconds()).await?.granted(),
         };
         Ok(granted)
     }
@@ -144,7 +100,7 @@ impl LockAllBuilder {
         wait: Option<f64>,
     ) -> Result<Tried<MultiGuard>, Error> {
         let mut connection = InFlight(Some(self.client.pool.get().await?));
-        let (ttl, delay) = (self.ttl.as_secs_f64(), self.lock_delay.as_secs_f64());
+        let (ttl, delay) = (self.lease_ttl().as_secs_f64(), self.options.lock_delay.as_secs_f64());
         let values: [&(dyn ToSql + Sync); 5] = [&self.keys, &&*self.client.owner, &ttl, &wait, &delay];
         let sent = Instant::now();
         let statement = &statements.primitives.acquire_all;
@@ -160,16 +116,21 @@ impl LockAllBuilder {
         })
     }
 
+    /// The ttl of every key's lease.
+    fn lease_ttl(&self) -> Duration {
+        // Only `LockBuilder::session_bound` clears a ttl, and this builder has none.
+        self.options.ttl.unwrap_or(DEFAULT_TTL)
+    }
+
     fn guard(&self, statements: &Arc<Statements>, grant: AllGrant, sent: Instant) -> MultiGuard {
+        let ttl = self.lease_ttl();
         let server_elapsed = grant.server_now.duration_since(grant.statement_start).unwrap_or_default();
-        let timing = Timing {
-            expires_at: Some(grant.server_now + self.ttl),
-            deadline: Some(sent + server_elapsed + self.ttl),
-        };
+        let timing =
+            Timing { expires_at: Some(grant.server_now + ttl), deadline: Some(sent + server_elapsed + ttl) };
         tracing::debug!(keys = ?self.keys, fences = ?grant.fences, "dlock: acquired all");
         let all = AllKeys::new(self.keys.clone(), grant.fences);
-        let state = LeaseState::new_all(self.client.clone(), statements.clone(), all, self.ttl, timing);
-        let renew_every = self.watchdog.then(|| watchdog::renewal_interval(self.ttl, self.renew_every));
+        let state = LeaseState::new_all(self.client.clone(), statements.clone(), all, ttl, timing);
+        let renew_every = self.options.renewal_interval();
         MultiGuard { guard: Guard::new(state, None, renew_every) }
     }
 }

@@ -1,5 +1,5 @@
-//! Describing a lock (ttl, wait, watchdog) and taking it: one acquire statement, or a wait
-//! made of tries (see [`crate::waiting`]).
+//! Describing a lock on one key (its kind, mode and lease options) and taking it: one acquire
+//! statement, or a wait made of tries (see [`crate::waiting`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,9 +10,10 @@ use tokio_postgres::types::ToSql;
 
 use super::Mode;
 use super::guard::Guard;
+use super::options::{LeaseOptions, Wait, lease_setters};
 use super::request::Kind;
 use super::state::{LeaseState, Timing};
-use super::watchdog;
+use crate::args;
 use crate::client::Client;
 use crate::error::Error;
 use crate::statements::primitives::REQUEST;
@@ -20,87 +21,49 @@ use crate::statements::rows::{self, Grant, Tried};
 use crate::statements::{KEY_OWNER_TTL_WAIT, Statements};
 use crate::waiting::Waits;
 
-/// The ttl of a lease unless [`LockBuilder::ttl`] says otherwise.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-
-/// Longer durations are taken as this (about 285,000 years): PostgreSQL's intervals and the
-/// clocks' arithmetic end not far beyond, and nothing real waits or lives that long.
-pub const MAX_DURATION: Duration = Duration::from_secs(9_000_000_000_000);
-
-/// How long an acquire may wait for the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wait {
-    /// Answer at once (`wait => 0`).
-    No,
-    /// Wait up to this long.
-    Up(Duration),
-    /// Wait without limit (`wait => NULL`).
-    Forever,
-}
-
-impl Wait {
-    /// Up to `wait` (zero: not at all).
-    pub(crate) fn up_to(wait: Duration) -> Wait {
-        if wait.is_zero() { Wait::No } else { Wait::Up(wait.min(MAX_DURATION)) }
-    }
-
-    /// The server's `wait` argument in seconds (`None`: NULL, without limit).
-    pub(crate) fn seconds(self) -> Option<f64> {
-        match self {
-            Wait::No => Some(0.0),
-            Wait::Up(wait) => Some(wait.as_secs_f64()),
-            Wait::Forever => None,
-        }
-    }
-
-    /// When a wait that starts now ends (`None`: never, or at once).
-    pub(crate) fn deadline(self) -> Option<tokio::time::Instant> {
-        match self {
-            Wait::Up(wait) => Some(tokio::time::Instant::now() + wait),
-            Wait::No | Wait::Forever => None,
-        }
-    }
-}
-
 /// A lock being described: `client.lock("key").ttl(..).wait(..).acquire().await`.
 ///
 /// Nothing happens until [`acquire`](Self::acquire) or [`try_acquire`](Self::try_acquire).
+///
+/// # Waiting
+///
+/// A [`wait`](Self::wait) holds no connection: the client's waiters of a key line up locally,
+/// in arrival order, and only the head of the line talks to the server, in short tries — again
+/// when the server notifies that the key was freed or the blocking lease runs out (behind a
+/// transaction pooler: after growing pauses). See the crate docs, "Waiting". Across clients the
+/// first to try after a release wins, and waits in the server's queue come first;
+/// [`server_queue`](Self::server_queue) waits there instead, in strict arrival order across
+/// every client. [`fast`](Self::fast) leases wait on the server (except behind a transaction
+/// pooler), as do all waits of clients made with [`Client::from_pool`].
 #[derive(Debug, Clone)]
 #[must_use = "a lock builder does nothing until acquire() or try_acquire()"]
 pub struct LockBuilder {
     client: Client,
     key: String,
-    /// `None`: session-bound.
-    ttl: Option<Duration>,
-    wait: Wait,
-    watchdog: bool,
-    renew_every: Option<Duration>,
+    options: LeaseOptions,
     server_queue: bool,
     mode: Mode,
     kind: Kind,
-    lock_delay: Duration,
 }
 
 impl LockBuilder {
     pub(crate) fn new(client: Client, key: String) -> LockBuilder {
-        LockBuilder {
-            client,
-            key,
-            ttl: Some(DEFAULT_TTL),
-            wait: Wait::No,
-            watchdog: true,
-            renew_every: None,
-            server_queue: false,
-            mode: Mode::Durable,
-            kind: Kind::Exclusive,
-            lock_delay: Duration::ZERO,
-        }
+        LockBuilder::of_kind(client, key, Kind::Exclusive)
     }
 
     /// A builder of `kind` (a semaphore's permit, an election's lead).
     pub(crate) fn of_kind(client: Client, key: String, kind: Kind) -> LockBuilder {
-        LockBuilder { kind, ..LockBuilder::new(client, key) }
+        LockBuilder {
+            client,
+            key,
+            options: LeaseOptions::default(),
+            server_queue: false,
+            mode: Mode::Durable,
+            kind,
+        }
     }
+
+    lease_setters!();
 
     /// A shared lease (a read lock, `dlock_acquire_shared`): any number of owners hold the key
     /// shared at once, and none while an exclusive lease holds it. Each shared holder's lease
@@ -115,26 +78,11 @@ impl LockBuilder {
         self
     }
 
-    /// A lock-delay (Chubby's, Consul's): should this lease end by expiring rather than by
-    /// release, the key stays held back from new grants for `delay` after its expiry, so that
-    /// writes a paused holder still has in flight drain before the next holder starts.
-    /// Default: none. Needs a version 2 server (dlock 0.2.0); durable leases only.
-    pub fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = delay.min(MAX_DURATION);
-        self
-    }
-
-    /// The lease's time to live (default 30 s): it ends by itself this long after the last
-    /// grant or renewal, if the holder dies. Undoes [`session_bound`](Self::session_bound).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl.min(MAX_DURATION));
-        self
-    }
-
     /// A session-bound lease (`ttl NULL`): it never expires, and ends when released or when
-    /// its session ends. The guard keeps the pooled connection that took it for its whole life
-    /// (that session *is* the lease), so no watchdog is needed — and none watches it: its
-    /// [`lost`](Guard::lost) token fires only when [`Guard::renew`] finds the lease gone.
+    /// its session ends ([`ttl`](Self::ttl) makes it a TTL lease again). The guard keeps the
+    /// pooled connection that took it for its whole life (that session *is* the lease), so no
+    /// watchdog is needed — and none watches it: its [`lost`](Guard::lost) token fires only
+    /// when [`Guard::renew`] finds the lease gone.
     ///
     /// Waits of this client run on other pooled connections, so the server cannot see a cycle
     /// of waits between clients that hold session-bound leases (its deadlock check needs the
@@ -144,23 +92,7 @@ impl LockBuilder {
     /// ([`PoolerMode::Transaction`](crate::PoolerMode::Transaction)): there the lease's session
     /// would be whichever server connection the pooler lent, which outlives the client's.
     pub fn session_bound(mut self) -> Self {
-        self.ttl = None;
-        self
-    }
-
-    /// Wait up to `wait` for the key if another owner holds it; [`acquire`](Self::acquire) then
-    /// fails with [`Error::Timeout`] when it elapses. Default: no wait.
-    ///
-    /// The wait holds no connection: the client's waiters of a key line up locally, in arrival
-    /// order, and only the head of the line talks to the server, in short tries — again when
-    /// the server notifies that the key was freed or the blocking lease runs out (behind a
-    /// transaction pooler: after growing pauses). See the crate docs, "Waiting". Across
-    /// clients the first to try after a release wins, and waits in the server's queue come
-    /// first; [`server_queue`](Self::server_queue) waits there instead, in strict arrival order
-    /// across every client. [`fast`](Self::fast) leases wait on the server (except behind a
-    /// transaction pooler), as do all waits of clients made with [`Client::from_pool`].
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Wait::up_to(wait);
+        self.options.ttl = None;
         self
     }
 
@@ -190,28 +122,6 @@ impl LockBuilder {
         self
     }
 
-    /// Wait for the key without limit (until cancelled, `statement_timeout`, or disconnect).
-    pub fn wait_forever(mut self) -> Self {
-        self.wait = Wait::Forever;
-        self
-    }
-
-    /// Whether a background task renews the lease while the guard lives (default: on). Off
-    /// gives a fixed lease that ends at its ttl unless [`Guard::renew`] is called; either way
-    /// the guard's [`lost`](Guard::lost) token fires when the lease runs out.
-    pub fn watchdog(mut self, on: bool) -> Self {
-        self.watchdog = on;
-        self
-    }
-
-    /// How often the watchdog renews (default: a third of the ttl, so two renewals can fail
-    /// before the lease runs out). Turns the watchdog on.
-    pub fn renew_every(mut self, every: Duration) -> Self {
-        self.watchdog = true;
-        self.renew_every = Some(every.min(MAX_DURATION));
-        self
-    }
-
     /// The key this builder locks.
     pub fn key(&self) -> &str {
         &self.key
@@ -220,7 +130,7 @@ impl LockBuilder {
     /// Takes the lock: a [`Guard`], or [`Error::NotAcquired`] when another owner holds the key
     /// and no wait was set, or [`Error::Timeout`] when the wait elapsed.
     pub async fn acquire(self) -> Result<Guard, Error> {
-        let waited = self.wait != Wait::No;
+        let waited = self.options.wait != Wait::No;
         match self.try_acquire().await? {
             Some(guard) => Ok(guard),
             None if waited => Err(Error::Timeout),
@@ -238,7 +148,7 @@ impl LockBuilder {
     /// than pooled, so the server drops the call (a grant that had already committed ends by
     /// its ttl, or at once for a session-bound lease).
     pub async fn try_acquire(self) -> Result<Option<Guard>, Error> {
-        let (key, waits) = (self.key.clone(), self.wait != Wait::No);
+        let (key, waits) = (self.key.clone(), self.options.wait != Wait::No);
         crate::telemetry::acquire(&key, waits, Guard::fence, self.try_acquire_untraced()).await
     }
 
@@ -249,11 +159,11 @@ impl LockBuilder {
         let Some(waits) = self.local_waits() else {
             let statement = self.calls(&statements).acquire;
             return Ok(self
-                .send(&statements, statement, self.wait.seconds(), rows::acquired)
+                .send(&statements, statement, self.options.wait.seconds(), rows::acquired)
                 .await?
                 .granted());
         };
-        let deadline = self.wait.deadline();
+        let deadline = self.options.wait.deadline();
         // Nobody of ours in line for the key: one try is all it takes when it is free.
         if !waits.has_line(self.mode, &self.key)
             && let Tried::Granted(guard) = self.try_once(&statements, waits.settle(deadline)).await?
@@ -268,45 +178,35 @@ impl LockBuilder {
     /// The client's local lines, when this acquire waits there (see [`crate::waiting`]) rather
     /// than with one statement on the server.
     fn local_waits(&self) -> Option<&Arc<Waits>> {
-        if self.wait == Wait::No || self.server_queue {
+        if self.options.wait == Wait::No || self.server_queue {
             return None;
         }
         self.client.shared.waits.as_ref().filter(|waits| waits.can_wait_for(self.mode))
     }
 
-    /// The contract's fixed limits, checked before anything is sent (the server checks them
-    /// too): a call must not wait behind the client's line for a key only to be refused.
-    /// `dlock.max_ttl` is the server's alone.
+    /// The arguments, checked by the contract's rules before anything is sent (the server
+    /// checks them too): a call must not wait behind the client's line for a key only to be
+    /// refused. Then what the client cannot do in its mode.
     fn check(&self) -> Result<(), Error> {
-        let refuse = |message: String| Err(Error::refused_by_client(message));
-        let (max_key, max_owner) = (self.mode.max_key_bytes(), self.mode.max_owner_bytes());
-        for (what, value, max) in
-            [("key", self.key.as_str(), max_key), ("owner", &*self.client.owner, max_owner)]
-        {
-            if value.is_empty() {
-                return refuse(format!("dlock: {what} must not be empty"));
+        let (owner, ttl) = (&*self.client.owner, self.options.ttl);
+        match (&self.kind, self.mode) {
+            (Kind::Leader { info }, _) => {
+                args::election(&self.key, owner)?;
+                args::info(info.as_deref())?;
+                args::ttl(ttl)?;
             }
-            if value.len() > max {
-                return refuse(format!(
-                    "dlock: {what} is {} bytes long, the limit is {max} bytes",
-                    value.len()
-                ));
+            (_, Mode::Durable) => {
+                args::key(&self.key)?;
+                args::owner(owner)?;
+                args::ttl(ttl)?;
+            }
+            (_, Mode::Fast) => {
+                args::fast_key_owner(&self.key, owner)?;
+                args::fast_ttl(ttl)?;
             }
         }
-        if self.ttl.is_some_and(|ttl| ttl < Duration::from_micros(1)) {
-            return refuse("dlock: ttl must be positive".into());
-        }
-        if self.ttl.is_none() && !self.mode.allows_session_bound() {
-            return refuse("dlock: a fast-mode lease needs a ttl (it cannot be session-bound)".into());
-        }
-        match self.kind.max_holders() {
-            Some(0) => return refuse("dlock: a semaphore needs at least 1 permit (max_holders >= 1)".into()),
-            Some(n) if i32::try_from(n).is_err() => {
-                return refuse(format!("dlock: max_holders is {n}, the limit is {}", i32::MAX));
-            }
-            _ => {}
-        }
-        if self.mode == Mode::Fast && (self.kind != Kind::Exclusive || !self.lock_delay.is_zero()) {
+        args::max_holders(self.kind.max_holders())?;
+        if self.mode == Mode::Fast && (self.kind != Kind::Exclusive || !self.options.lock_delay.is_zero()) {
             return Err(Error::Unsupported(
                 "fast-mode leases are exclusive and have no lock-delay: take shared leases, \
                  semaphores and lock-delays as durable leases"
@@ -314,7 +214,7 @@ impl LockBuilder {
             ));
         }
         let behind_transaction_pooler = self.client.shared.pooler.is_transaction();
-        if self.server_queue && self.wait != Wait::No && behind_transaction_pooler {
+        if self.server_queue && self.options.wait != Wait::No && behind_transaction_pooler {
             return Err(Error::Unsupported(
                 "a wait in the server's queue through a transaction pooler: it would hold one of \
                  the pooler's server connections for its length, and waits that fill them keep \
@@ -323,7 +223,7 @@ impl LockBuilder {
                     .into(),
             ));
         }
-        if self.ttl.is_none() && behind_transaction_pooler {
+        if ttl.is_none() && behind_transaction_pooler {
             return Err(Error::Unsupported(
                 "a session-bound lease through a transaction pooler: its session would be \
                  whichever server connection the pooler lent for the call, which neither ends \
@@ -353,7 +253,7 @@ impl LockBuilder {
 
     /// The statements that take this builder's lease.
     fn calls<'a>(&self, statements: &'a Statements) -> super::request::Calls<'a> {
-        self.kind.calls(self.mode, self.lock_delay, statements)
+        self.kind.calls(self.mode, self.options.lock_delay, statements)
     }
 
     /// One acquire `statement` (with a wait, or a settle time) on a pooled connection, its
@@ -366,10 +266,9 @@ impl LockBuilder {
         parse: fn(&Row) -> Result<Tried<Grant>, Error>,
     ) -> Result<Tried<Guard>, Error> {
         let mut connection = InFlight(Some(self.client.pool.get().await?));
-        let ttl = self.ttl.map(|t| t.as_secs_f64());
-        let lock_delay = self.lock_delay.as_secs_f64();
-        // Checked to fit before anything is sent.
-        let max_holders = self.kind.max_holders().and_then(|n| i32::try_from(n).ok());
+        let ttl = self.options.ttl.map(|t| t.as_secs_f64());
+        let lock_delay = self.options.lock_delay.as_secs_f64();
+        let max_holders = args::max_holders(self.kind.max_holders())?;
         let info = self.kind.info();
         let sent = Instant::now();
         let values: [&(dyn ToSql + Sync); 7] =
@@ -387,28 +286,26 @@ impl LockBuilder {
 
     /// The guard of `grant`, answered to a statement sent at `sent` on `object`.
     fn guard(&self, statements: &Arc<Statements>, grant: Grant, sent: Instant, object: Object) -> Guard {
+        let ttl = self.options.ttl;
         // The server's expiry is its grant time plus the ttl; read just after the grant.
-        let expires_at = self.ttl.map(|ttl| grant.server_now + ttl);
+        let expires_at = ttl.map(|ttl| grant.server_now + ttl);
         // A local deadline no later than the server's expiry, give or take the microseconds
         // between the grant and the clock reading: the grant happened at most
         // `server_elapsed` after the server received the statement, which was after `sent`.
-        let deadline = self.ttl.map(|ttl| sent + grant.server_elapsed() + ttl);
+        let deadline = ttl.map(|ttl| sent + grant.server_elapsed() + ttl);
         tracing::debug!(key = %self.key, fence = grant.fence, "dlock: acquired");
         let state = LeaseState::new(
             self.client.clone(),
             statements.clone(),
             self.key.clone(),
             grant.fence,
-            self.ttl,
+            ttl,
             self.mode,
             Timing { expires_at, deadline },
         );
-        let renew_every = match (self.ttl, self.watchdog) {
-            (Some(ttl), true) => Some(watchdog::renewal_interval(ttl, self.renew_every)),
-            _ => None,
-        };
+        let renew_every = self.options.renewal_interval();
         // Session-bound: the connection is the lease's session and stays with the guard.
-        let session = if self.ttl.is_none() { Some(object) } else { None };
+        let session = if ttl.is_none() { Some(object) } else { None };
         Guard::new(state, session, renew_every)
     }
 }

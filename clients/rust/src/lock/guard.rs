@@ -79,6 +79,14 @@ impl Lease {
         self.state.lost.child_token()
     }
 
+    /// Asks the server whether the live lease on the key still carries this fence
+    /// (`dlock_holds`), e.g. from the work [`Client::with_lock`](crate::Client::with_lock)
+    /// runs. Changes nothing. (A session-bound lease is asked about on a pooled connection, not
+    /// on its own session, which its guard keeps.)
+    pub async fn holds(&self) -> Result<bool, Error> {
+        self.state.holds(None).await
+    }
+
     /// The lease as a plain record.
     pub fn info(&self) -> LockInfo {
         LockInfo {

@@ -1,6 +1,5 @@
-//! The two kinds of lease the extension keeps, each with its statements and its limits.
-
-use dlock_core::limits::{MAX_FAST_KEY_BYTES, MAX_FAST_OWNER_BYTES, MAX_KEY_BYTES, MAX_OWNER_BYTES};
+//! The two kinds of lease the extension keeps, each with its statements (their argument rules
+//! are `dlock_core`'s, applied in [`crate::args`]).
 
 use crate::statements::Statements;
 
@@ -56,27 +55,6 @@ impl Mode {
         }
     }
 
-    /// Longest key, in bytes (the contract's limits; fast entries are fixed-size).
-    pub(crate) fn max_key_bytes(self) -> usize {
-        match self {
-            Mode::Durable => MAX_KEY_BYTES,
-            Mode::Fast => MAX_FAST_KEY_BYTES,
-        }
-    }
-
-    /// Longest owner, in bytes.
-    pub(crate) fn max_owner_bytes(self) -> usize {
-        match self {
-            Mode::Durable => MAX_OWNER_BYTES,
-            Mode::Fast => MAX_FAST_OWNER_BYTES,
-        }
-    }
-
-    /// Whether a lease of this kind can be session-bound (`ttl NULL`): fast leases cannot.
-    pub(crate) fn allows_session_bound(self) -> bool {
-        self == Mode::Durable
-    }
-
     /// Whether a release of a key of this kind notifies its watchers (`dlock_watch`), so that
     /// a wait can sleep on the client's listener: durable keys only; fast waits wait on the
     /// server (or retry, behind a transaction pooler).
@@ -90,7 +68,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_mode_has_its_own_statements_and_limits() {
+    fn each_mode_has_its_own_statements() {
         let statements = Statements::new("dlock");
         assert!(Mode::Durable.acquire(&statements).contains(".dlock_acquire("));
         assert!(Mode::Fast.acquire(&statements).contains(".dlock_fast_acquire("));
@@ -101,8 +79,6 @@ mod tests {
                 assert!(statement.contains(&format!(".{prefix}")), "{mode:?}: {statement}");
             }
         }
-        assert_eq!((Mode::Durable.max_key_bytes(), Mode::Durable.max_owner_bytes()), (1024, 256));
-        assert_eq!((Mode::Fast.max_key_bytes(), Mode::Fast.max_owner_bytes()), (256, 128));
-        assert!(Mode::Durable.allows_session_bound() && !Mode::Fast.allows_session_bound());
+        assert!(Mode::Durable.notifies_watchers() && !Mode::Fast.notifies_watchers());
     }
 }

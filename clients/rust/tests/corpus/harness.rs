@@ -51,7 +51,7 @@ fn matches_want<T: Debug>(want: Want, got: &Result<T, Error>) -> bool {
     match (want, got) {
         (Want::Invalid(code), Err(e @ Error::InvalidArgument(_))) => e.sqlstate() == Some(code),
         (Want::Database(code), Err(e @ Error::Database(_))) => e.sqlstate() == Some(code),
-        (Want::Denied, Err(Error::PermissionDenied(m))) => m.code == "42501",
+        (Want::Denied, Err(Error::PermissionDenied(m))) => m.code().code() == "42501",
         (Want::InvalidOrDenied, Err(Error::PermissionDenied(_) | Error::InvalidArgument(_))) => true,
         (Want::NotAcquired, Err(Error::NotAcquired))
         | (Want::Timeout, Err(Error::Timeout))
