@@ -1,7 +1,7 @@
 # What every benchmark script starts with (sourced): the failing command named on stderr
 # (tests/scripts/common.sh), the repository's paths, the PostgreSQL to run, the run's timestamp,
 # and free_port.
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/scripts/common.sh"
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
