@@ -80,10 +80,24 @@ workload() {
       echo "PREPARE i(text, text) AS INSERT INTO hand_lock (key, owner, expires_at) VALUES (\$1, \$2, now() + interval '30 seconds');"
       echo "PREPARE d(text, text) AS DELETE FROM hand_lock WHERE key = \$1 AND owner = \$2 AND set_config('synchronous_commit', 'off', true) IS NOT NULL;"
       for ((i = 0; i < n; i++)); do echo "EXECUTE i('f$n:$i', 'o');"; echo "EXECUTE d('f$n:$i', 'o');"; done ;;
-    dlock | untracked)
-      # untracked: dlock's pair with its counters off, so that their cost is a difference of
-      # counts, not of two noisy pairs/s.
+    hand_reused)
+      # The same two statements on one key, again and again (a lock of a job or a resource).
+      echo "PREPARE i(text, text) AS INSERT INTO hand_lock AS l (key, owner, expires_at) VALUES (\$1, \$2, now() + interval '30 seconds') ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE l.expires_at < now();"
+      echo "PREPARE d(text, text) AS DELETE FROM hand_lock WHERE key = \$1 AND owner = \$2;"
+      for ((i = 0; i < n; i++)); do echo "EXECUTE i('h$n', 'o');"; echo "EXECUTE d('h$n', 'o');"; done ;;
+    dlock_reused | untracked)
+      # dlock's pair on one key, again and again: its row written over in place. untracked: the
+      # same with its counters off, so that their cost is a difference of counts, not of two
+      # noisy pairs/s.
       [ "$name" = untracked ] && echo "SET dlock.track_stats = off;"
+      echo "PREPARE a(text, text) AS SELECT dlock_acquire(\$1, \$2, '30 seconds');"
+      echo "PREPARE r(text, text) AS SELECT dlock_release(\$1, \$2);"
+      for ((i = 0; i < n; i++)); do echo "EXECUTE a('p$n', 'o');"; echo "EXECUTE r('p$n', 'o');"; done ;;
+    dlock)
+      # A key per pair, in the steady state of a churn of keys: each row swept soon after its
+      # release (dlock.sweep_after = 0 here; 5 s by default), so a pair pays for its insert, the
+      # page its grant sweeps and, on average, one row's delete.
+      echo "SET dlock.sweep_after = 0;"
       echo "PREPARE a(text, text) AS SELECT dlock_acquire(\$1, \$2, '30 seconds');"
       echo "PREPARE r(text, text) AS SELECT dlock_release(\$1, \$2);"
       for ((i = 0; i < n; i++)); do echo "EXECUTE a('p$n:$i', 'o');"; echo "EXECUTE r('p$n:$i', 'o');"; done ;;
@@ -100,7 +114,7 @@ inclusive() {
 per_pair() { awk -v a="$1" -v b="$2" -v n=$((large - small)) 'BEGIN { printf "%.0f", (b - a) / n }'; }
 
 declare -A cost
-for name in bound floor hand dlock untracked; do
+for name in bound floor hand hand_reused dlock_reused untracked dlock; do
   for n in "$small" "$large"; do
     single "$(workload "$name" "$n")" "$work/$name-$n.cg"
     if grep -q "ERROR" "$work/$name-$n.cg.out"; then
@@ -113,15 +127,11 @@ for name in bound floor hand dlock untracked; do
   echo "bench: $name: ${cost[$name]} instructions per pair"
 done
 
-# Per pair inclusive cost of function $1 in workload ${2:-dlock}.
-part() { per_pair "$(inclusive "$work/${2:-dlock}-$small.cg" "$1")" "$(inclusive "$work/${2:-dlock}-$large.cg" "$1")"; }
-acquire=$(part dlock_acquire_wrapper)
-release=$(part dlock_release_wrapper)
-definer=$(part fmgr_security_definer)
-guc_end=$(part AtEOXact_GUC)
+# Per pair inclusive cost of function $1 in workload ${2:-dlock_reused}.
+part() { per_pair "$(inclusive "$work/${2:-dlock_reused}-$small.cg" "$1")" "$(inclusive "$work/${2:-dlock_reused}-$large.cg" "$1")"; }
 # The counters' own work: counted when a call ends, added to shared memory at transaction end.
 counting() { echo $(($(part dlock::stats::count_at_commit "$1") + $(part dlock::stats::at_end "$1"))); }
-counters_on=$(counting dlock)
+counters_on=$(counting dlock_reused)
 counters_off=$(counting untracked)
 # A single-user backend prints every result row and its descriptor to stdout: work a network
 # client's protocol does differently, paid by the SELECTs (the bound's one, dlock's two) and not
@@ -135,17 +145,20 @@ k() { awk -v a="$1" 'BEGIN { printf "%.1fk", a / 1000 }'; }
   echo
   echo "$("$pg_bin/postgres" --version); dlock preloaded; a single-user backend under callgrind,"
   echo "prepared statements, a key per pair; per pair = (cost of $large pairs - cost of $small) / $((large - small))."
-  echo "One grant in eight also sweeps a random page of the lease table, so dlock's figures move by a few"
-  echo "thousand instructions from run to run; the others repeat to the instruction."
+  echo "Where a dlock grant sweeps a random page of the lease table (after every insert; one grant in"
+  echo "eight otherwise), what it finds there varies: dlock's figures move by a few thousand instructions"
+  echo "from run to run, the others repeat to the instruction."
   echo
   echo "| workload | instructions per pair | / two-statement bound | of which printing result rows | without it, / the bound's |"
   echo "|---|---:|---:|---:|---:|"
-  for name in bound floor hand dlock; do
+  for name in bound floor hand hand_reused dlock dlock_reused; do
     case "$name" in
       bound) what="two-statement bound: UPDATE of a row, then SELECT 1" ;;
       floor) what="lease-table floor: plain INSERT, then DELETE committed asynchronously" ;;
-      hand) what="hand-written lock table: INSERT … ON CONFLICT, then DELETE" ;;
-      dlock) what="dlock: dlock_acquire, then dlock_release" ;;
+      hand) what="hand-written lock table: INSERT … ON CONFLICT, then DELETE, a key per pair" ;;
+      hand_reused) what="the same, one key pair after pair" ;;
+      dlock) what="dlock: dlock_acquire, then dlock_release, a key per pair (row inserted, swept)" ;;
+      dlock_reused) what="the same, one key pair after pair (its row written over in place)" ;;
     esac
     p=$(printing "$name")
     echo "| $what | $(k "${cost[$name]}") | $(ratio "${cost[$name]}" "${cost[bound]}") | $(k "$p") | $(ratio "$((cost[$name] - p))" "$((cost[bound] - $(printing bound)))") |"
@@ -153,17 +166,27 @@ k() { awk -v a="$1" 'BEGIN { printf "%.1fk", a / 1000 }'; }
   echo
   echo "dlock's pair, split (inclusive costs per pair):"
   echo
-  echo "| part | instructions per pair |"
-  echo "|---|---:|"
-  echo "| dlock_acquire's own work (key lock, read, insert, fence) | $(k "$acquire") |"
-  echo "| dlock_release's own work (key lock, read, delete) | $(k "$release") |"
-  echo "| around both calls: SECURITY DEFINER (the pinned search_path set and restored) and pgrx's error guard | $(k "$((definer - acquire - release))") |"
-  echo "| GUC restores at call and transaction ends (AtEOXact_GUC; included above for the calls) | $(k "$guc_end") |"
-  echo "| everything else (protocol, executor start and end, two commits) | $(k "$((cost[dlock] - definer))") |"
+  echo "| part | one key pair after pair | a key per pair |"
+  echo "|---|---:|---:|"
+  row() { echo "| $1 | $(k "$2") | $(k "$3") |"; }
+  split() {
+    local w=$1 acquire release definer
+    acquire=$(part dlock_acquire_wrapper "$w")
+    release=$(part dlock_release_wrapper "$w")
+    definer=$(part fmgr_security_definer "$w")
+    echo "$acquire $release $((definer - acquire - release)) $(part AtEOXact_GUC "$w") $(part dlock::store::sweep::after_grant "$w") $((cost[$w] - definer))"
+  }
+  read -r -a reused <<<"$(split dlock_reused)"
+  read -r -a fresh <<<"$(split dlock)"
+  row "dlock_acquire's own work (key lock, read, write of the row, fence)" "${reused[0]}" "${fresh[0]}"
+  row "of which the sweep (a random page read, due rows deleted)" "${reused[4]}" "${fresh[4]}"
+  row "dlock_release's own work (key lock, read, row freed)" "${reused[1]}" "${fresh[1]}"
+  row "around both calls: SECURITY DEFINER (the pinned search_path set and restored) and pgrx's error guard" "${reused[2]}" "${fresh[2]}"
+  row "GUC restores at call and transaction ends (AtEOXact_GUC; included above for the calls)" "${reused[3]}" "${fresh[3]}"
+  row "everything else (protocol, executor start and end, two commits)" "${reused[5]}" "${fresh[5]}"
   echo
-  echo "Counters (\`dlock.track_stats\`): their own functions cost $(k "$counters_on") per pair on, $(k "$counters_off") off:"
-  echo "$(k "$((counters_on - counters_off))") per pair, $(awk -v a="$((counters_on - counters_off))" -v b="${cost[untracked]}" 'BEGIN { printf "%.1f", a * 100 / b }') % of the pair with them off ($(k "${cost[untracked]}"); on, $(k "${cost[dlock]}"): the sweep's"
-  echo "one grant in eight moves the totals by more than that)."
+  echo "Counters (\`dlock.track_stats\`), on the one-key pair: their own functions cost $(k "$counters_on") per pair on, $(k "$counters_off") off:"
+  echo "$(k "$((counters_on - counters_off))") per pair, $(awk -v a="$((counters_on - counters_off))" -v b="${cost[untracked]}" 'BEGIN { printf "%.1f", a * 100 / b }') % of the pair with them off ($(k "${cost[untracked]}"); on, $(k "${cost[dlock_reused]}"))."
 } >"$report"
 cp "$work"/*.cg "$out/"
 cat "$report"

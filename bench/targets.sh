@@ -14,10 +14,12 @@
 #               dlock_wait_free, from the builder's release to the last one's return (<= 50 ms),
 #               beside 1,000 serial grants and 1,000 pg_advisory_lock_shared waiters that one
 #               unlock grants (PostgreSQL's own lock for the same pattern);
-#   pairs       the durable uncontended pair at 8 and 64 clients vs the two-statement bound
-#               (>= 0.9) and vs a hand-written lock table of two prepared statements (>= 1.5),
+#   pairs       the durable uncontended pair at 8 and 64 clients, each client on a key of its own
+#               pair after pair, vs the two-statement bound (>= 0.9 at 8, >= 0.8 at 64) and vs a
+#               hand-written lock table of two prepared statements (>= 1.5 at 8, >= 1.3 at 64),
 #               with the lease-table floor (a plain INSERT, then an asynchronous DELETE: the
-#               least work any table of leases does) beside them;
+#               least work a table with a row per lease does) beside them; and each again on a
+#               new key every pair (a churn of keys: no bar);
 #   counters    dlock's pairs/s at 8 clients with dlock.track_stats off and on (cost <= 2 %).
 # A workload that fails is reported as failed; the others still run. Writes targets.md into
 # the directory given (default $BUILD/bench/targets-<timestamp>).
@@ -151,17 +153,21 @@ if section pairs; then
 echo "bench: uncontended pairs"
 # Medians of 3 interleaved rounds: a single 5 s point of a pair moved its ratio to the bound by
 # up to 0.45 between runs at 64 clients.
+# Each workload on the client's own key, pair after pair (the targets), and on a new key every
+# time (a churn of keys, where every table of leases inserts and deletes).
+pair_workloads="bound floor hand naive_functions dlock_pair floor_fresh hand_fresh naive_fresh dlock_fresh"
+declare -A pair_script=([bound]=two_statements [floor]=lease_floor [hand]=hand_table
+  [naive_functions]=naive_functions [dlock_pair]=dlock_pair [floor_fresh]=floor_fresh
+  [hand_fresh]=hand_fresh [naive_fresh]=naive_fresh [dlock_fresh]=dlock_fresh)
 for round in 1 2 3; do
   for c in 8 64; do
-    clean; bench "bound_${c}_$round" two_statements.sql "$c"
-    clean; bench "floor_${c}_$round" lease_floor.sql "$c"
-    clean; bench "hand_${c}_$round" hand_table.sql "$c"
-    clean; bench "naive_functions_${c}_$round" naive_functions.sql "$c"
-    clean; bench "dlock_pair_${c}_$round" dlock_pair.sql "$c"
+    for w in $pair_workloads; do
+      clean; bench "${w}_${c}_$round" "${pair_script[$w]}.sql" "$c"
+    done
   done
 done
 for c in 8 64; do
-  for w in bound floor hand naive_functions dlock_pair; do
+  for w in $pair_workloads; do
     of_rounds tps "${w}_$c"
   done
 done
@@ -277,7 +283,7 @@ rebuild rebuild_serial rebuild_serial.sql
 fi
 
 {
-  echo "# Targets of release 0.2.0"
+  echo "# Targets of release 0.3.0"
   echo
   echo "$(nproc) vCPUs; PostgreSQL $(psql_ -c 'SHOW server_version'), dlock preloaded, fsync and synchronous_commit on;"
   echo "pgbench -M prepared, ${seconds} s per point, every point of a table measured in this run."
@@ -300,8 +306,9 @@ fi
   target "cache rebuild: builder's release to the last of 1,000 waiters, ms (median of 3)" "${ms[rebuild_wait_free]:-}" "<= 50"
   target "cache rebuild / the same with PostgreSQL's own lock (1,000 pg_advisory_lock_shared waiters granted by one unlock; medians of 3)" "$(ratio "${ms[rebuild_wait_free]:-}" "${ms[rebuild_advisory]:-}")" "<= 1"
   for c in 8 64; do
-    target "durable uncontended pair / two-statement bound, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[bound_$c]:-}")" ">= 0.9"
-    target "durable uncontended pair / hand-written lock table, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[hand_$c]:-}")" ">= 1.5"
+    if [ "$c" = 8 ]; then bound_bar=">= 0.9" hand_bar=">= 1.5"; else bound_bar=">= 0.8" hand_bar=">= 1.3"; fi
+    target "durable uncontended pair, a key per client / two-statement bound, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[bound_$c]:-}")" "$bound_bar"
+    target "durable uncontended pair, a key per client / hand-written lock table, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[hand_$c]:-}")" "$hand_bar"
   done
   target "pairs/s with counters / without, 8 clients (median of 3)" "$(ratio "${tps[tracked]:-}" "${tps[untracked]:-}")" ">= 0.98"
   printf '%s\n' "${rows[@]}"
@@ -323,6 +330,10 @@ fi
   done
   for c in 8 64; do
     printf '| dlock'"'"'s pair / the lease-table floor, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[floor_$c]:-}")"
+  done
+  for c in 8 64; do
+    printf '| a new key every pair: dlock / hand-written table, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_fresh_$c]:-}" "${tps[hand_fresh_$c]:-}")"
+    printf '| a new key every pair: dlock / two-statement bound, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_fresh_$c]:-}" "${tps[bound_$c]:-}")"
   done
   echo
   echo "## Hot keys: grants/s (one key, every client waiting)"
@@ -354,12 +365,15 @@ fi
     printf '| %s | %s | %s | %s |\n' "$n" "$a" "$s" "$(ratio "$a" "$s")"
   done
   echo
-  echo "## Uncontended pairs/s (a key per client)"
+  echo "## Uncontended pairs/s"
   echo
-  echo "| clients | dlock | two-statement bound | lease-table floor | hand-written table (prepared statements) | lock table in SQL functions |"
-  echo "|---:|---:|---:|---:|---:|---:|"
+  echo "| clients, keys | dlock | two-statement bound | lease-table floor | hand-written table (prepared statements) | lock table in SQL functions |"
+  echo "|---|---:|---:|---:|---:|---:|"
   for c in 8 64; do
-    printf '| %s | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_pair_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[floor_$c]:-0}" "${tps[hand_$c]:-0}" "${tps[naive_functions_$c]:-0}"
+    printf '| %s, a key per client | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_pair_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[floor_$c]:-0}" "${tps[hand_$c]:-0}" "${tps[naive_functions_$c]:-0}"
+  done
+  for c in 8 64; do
+    printf '| %s, a new key every pair | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_fresh_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[floor_fresh_$c]:-0}" "${tps[hand_fresh_$c]:-0}" "${tps[naive_fresh_$c]:-0}"
   done
   echo
   echo "The two-statement bound updates a row in place and reads; a lease must be inserted with its unique index"

@@ -113,6 +113,14 @@ pub enum DlockError {
     /// The role or the database holds its share of the fast table (53400).
     #[error("{}", share_message(.share, .role))]
     FastShare { share: Share, role: String },
+    /// The library is loaded in a database whose dlock tables are missing: the extension was
+    /// dropped under a session, or never created there (55000).
+    #[error("the extension's tables are missing in this database")]
+    NotInstalled,
+    /// The database's extension is still an earlier release, whose tables cannot hold what
+    /// this call asks for (55000).
+    #[error("this database's dlock is {release}, which has exclusive leases only")]
+    NeedsUpdate { release: &'static str },
 }
 
 fn share_message(share: &Share, role: &str) -> String {

@@ -41,3 +41,52 @@ SELECT d.datname AS database, s.since,
 FROM dlock_internal.stats() AS s
 LEFT JOIN pg_catalog.pg_database AS d ON d.oid OPERATOR(pg_catalog.=) s.database
 GROUP BY s.database, d.datname, s.since;
+
+-- The lease table's new shape (extension/src/store/row.rs): a key row per key, updated in place
+-- by the lock cycle (an exclusive lease or leader granted while nobody waits, marked free on
+-- release), and owner rows for shared leases and grants to waiters. Live leases stay as they
+-- are: each key's exclusive or leader row with the highest fence becomes its key row, every
+-- other row an owner row. The partial index of session-bound rows goes (the sweep finds them
+-- on the pages it reads: the index's predicate column would stop the key row's updates from
+-- being HOT).
+ALTER TABLE dlock_internal.lease ADD COLUMN holder pg_catalog.text COLLATE pg_catalog."C";
+UPDATE dlock_internal.lease AS l SET holder = CASE
+    WHEN l.kind OPERATOR(pg_catalog.<>) 's'::pg_catalog."char" AND NOT EXISTS (
+        SELECT FROM dlock_internal.lease AS o
+        WHERE o.key OPERATOR(pg_catalog.=) l.key AND o.kind OPERATOR(pg_catalog.<>) 's'::pg_catalog."char"
+          AND o.fence OPERATOR(pg_catalog.>) l.fence)
+    THEN ''::pg_catalog.text
+    ELSE l.owner END;
+ALTER TABLE dlock_internal.lease DROP CONSTRAINT lease_pkey;
+ALTER TABLE dlock_internal.lease
+    ALTER COLUMN holder SET NOT NULL,
+    ALTER COLUMN owner DROP NOT NULL,
+    ALTER COLUMN role DROP NOT NULL,
+    ALTER COLUMN holder_pid DROP NOT NULL,
+    DROP CONSTRAINT lease_hold_count_check,
+    ADD CONSTRAINT lease_hold_count_check CHECK (hold_count OPERATOR(pg_catalog.>=) 0),
+    ADD CONSTRAINT lease_pkey PRIMARY KEY (key, holder),
+    SET (fillfactor = 20);
+DROP INDEX dlock_internal.lease_session_bound;
+
+-- The C functions pin no search_path of their own any more: every statement they run pins it
+-- around itself (wherever it runs, at commit too), and the lock cycle runs none, so a SET
+-- clause only cost each call its save and restore.
+ALTER FUNCTION @extschema@.dlock_acquire(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_acquire(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.interval, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_acquire_all(pg_catalog.text[], pg_catalog.text, pg_catalog.interval, pg_catalog.interval, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_acquire_shared(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.interval, pg_catalog.int4, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_campaign(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.interval, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_force_release(pg_catalog.text) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_holds(pg_catalog.text, pg_catalog.int8) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_leader(pg_catalog.text) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_release(pg_catalog.text, pg_catalog.text) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_release_all(pg_catalog.text) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_renew(pg_catalog.text, pg_catalog.text, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_stats_reset() RESET search_path;
+ALTER FUNCTION @extschema@.dlock_try_acquire(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_unwatch(pg_catalog.text) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_wait_free(pg_catalog.text, pg_catalog.interval) RESET search_path;
+ALTER FUNCTION @extschema@.dlock_watch(pg_catalog.text) RESET search_path;
+ALTER FUNCTION dlock_internal.lock_rows() RESET search_path;
+ALTER FUNCTION dlock_internal.stats() RESET search_path;

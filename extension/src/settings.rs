@@ -97,6 +97,8 @@ unsafe extern "C-unwind" fn assign_max_ttl(newval: *const c_char, _extra: *mut c
     MAX_TTL_US.store(us, Ordering::Relaxed);
 }
 
+/// `dlock.sweep_after`, in seconds.
+static SWEEP_AFTER_S: GucSetting<i32> = GucSetting::<i32>::new(5);
 /// `dlock.track_stats`.
 static TRACK_STATS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `dlock.log_min_wait`, in milliseconds (-1: off).
@@ -128,6 +130,19 @@ pub fn define() {
             None,
         );
     }
+    GucRegistry::define_int_guc(
+        c"dlock.sweep_after",
+        c"How long a key's row stays once its lease is over, for the key's next grant to reuse.",
+        c"Grants sweep rows whose lease was released, expired, or ended with its session this \
+          long ago (a sample of them as they go: the table stays about the size of what the \
+          keys of the last dlock.sweep_after need). A key taken again before that reuses its \
+          row, updated in place.",
+        &SWEEP_AFTER_S,
+        0,
+        86_400,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_bool_guc(
         c"dlock.track_stats",
         c"Counts what dlock does in dlock_stats (preloaded only).",
@@ -220,6 +235,11 @@ pub fn max_ttl_us() -> i64 {
             .map_or(MAX_TTL_DEFAULT_US, |us| us.clamp(1, i64::MAX as i128) as i64);
     }
     MAX_TTL_US.load(Ordering::Relaxed)
+}
+
+/// `dlock.sweep_after` in microseconds.
+pub fn sweep_after_us() -> Micros {
+    i64::from(SWEEP_AFTER_S.get()) * 1_000_000
 }
 
 /// `dlock.track_stats`. (A second dlock library counts nothing anyway.)

@@ -75,48 +75,90 @@ async fn a_session_follows_the_extension_dropped_and_created_again() {
     assert_eq!(admin.lease(&k).await.unwrap(), None, "released from the new table");
 }
 
-/// The direct path opens the partial index of session-bound rows only to insert one of those
-/// (a TTL row is outside its predicate; a release deletes the heap tuple only). Both indexes
-/// must still hold every row: amcheck's `heapallindexed` check finds a row missing from either.
+/// The direct path writes the primary key's entries itself: one for every insert, and one for
+/// an update only when PostgreSQL could not keep the new version on its page. amcheck's
+/// `heapallindexed` check finds a row missing from it, whatever mix of rows wrote it: key rows
+/// taken, freed and taken again, session-bound and TTL leases, shared leases' owner rows.
 #[tokio::test]
-async fn both_indexes_hold_every_row_the_direct_path_writes() {
-    const T: &str = "both_indexes_hold_every_row_the_direct_path_writes";
+async fn the_primary_key_holds_every_row_the_direct_path_writes() {
+    const T: &str = "the_primary_key_holds_every_row_the_direct_path_writes";
     let cluster = Cluster::start_new("direct-path-indexes", &[]);
     let s = cluster.connect().await;
-    let mut session_bound = Vec::new();
-    for i in 0..40 {
-        let (k, o) = (key(T, &format!("k{i}")), owner(T, &format!("o{i}")));
-        let ttl = (i % 2 == 0).then_some("30s");
-        s.acquire(&k, &o, ttl, Some("0")).await.unwrap().expect("granted");
-        if i % 4 < 2 {
-            assert!(s.release(&k, &o).await.unwrap());
-        } else if ttl.is_none() {
-            session_bound.push(k);
+    for round in 0..3 {
+        for i in 0..40 {
+            let (k, o) = (key(T, &format!("k{i}")), owner(T, &format!("o{i}-{round}")));
+            let ttl = (i % 2 == 0).then_some("30s");
+            s.acquire(&k, &o, ttl, Some("0")).await.unwrap().expect("granted");
+            if i % 4 < 2 || round < 2 {
+                assert!(s.release(&k, &o).await.unwrap());
+            }
         }
     }
-    s.batch_execute("CREATE EXTENSION amcheck").await.unwrap();
-    for index in ["dlock_internal.lease_pkey", "dlock_internal.lease_session_bound"] {
-        // Raises an error naming the heap tuple that lacks its index entry.
-        s.batch_execute(&format!("SELECT bt_index_check('{index}', true)")).await.unwrap_or_else(|e| {
-            panic!("{index}: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()))
-        });
+    let shared = key(T, "shared");
+    for reader in 0..5 {
+        let fence: Option<i64> = s
+            .query_one(
+                "SELECT dlock_acquire_shared($1, $2, '30s', '0')",
+                &[&shared, &owner(T, &format!("reader{reader}"))],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(fence.is_some(), "a reader shares the key");
     }
-    // And a read through the partial index finds exactly the session-bound leases still held.
-    s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").await.unwrap();
-    let plan = plan(
-        &s,
-        "SELECT key FROM dlock_internal.lease WHERE expires_at OPERATOR(pg_catalog.=) 'infinity'",
-        &[],
-    )
-    .await;
-    assert!(plan.contains("lease_session_bound"), "the query uses the partial index: {plan}");
-    let keys: Vec<String> = s
-        .query("SELECT key FROM dlock_internal.lease WHERE expires_at OPERATOR(pg_catalog.=) 'infinity' ORDER BY key", &[])
+    assert!(s.release(&shared, &owner(T, "reader2")).await.unwrap());
+    s.batch_execute("CREATE EXTENSION amcheck").await.unwrap();
+    // Raises an error naming the heap tuple that lacks its index entry.
+    s.batch_execute("SELECT bt_index_check('dlock_internal.lease_pkey', true)").await.unwrap_or_else(|e| {
+        panic!("lease_pkey: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()))
+    });
+    let indexes: i64 = s
+        .query_one("SELECT count(*) FROM pg_index WHERE indrelid = 'dlock_internal.lease'::regclass", &[])
         .await
         .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    session_bound.sort();
-    assert_eq!(keys, session_bound);
+        .get(0);
+    assert_eq!(indexes, 1, "the primary key is the table's one index");
+}
+
+/// The lock cycle on a key updates the key's row in place: a grant and a release are each a HOT
+/// update (no index entry, the new version on the old one's page), not an insert and a delete.
+#[tokio::test]
+async fn the_lock_cycle_on_a_key_updates_its_row_in_place() {
+    const T: &str = "the_lock_cycle_on_a_key_updates_its_row_in_place";
+    let cluster = Cluster::start_new("direct-path-hot", &[]);
+    let (s, observer) = (cluster.connect().await, cluster.connect().await);
+    let (k, o) = (key(T, "k"), owner(T, "o"));
+    let counts = || async {
+        observer.batch_execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
+        let row = observer
+            .query_one(
+                "SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables \
+                  WHERE relid = 'dlock_internal.lease'::regclass",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2), row.get::<_, i64>(3))
+    };
+    const CYCLES: i64 = 200;
+    for _ in 0..CYCLES {
+        s.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+        assert!(s.release(&k, &o).await.unwrap());
+    }
+    // The session's counts reach the shared statistics at its next idle moment.
+    s.batch_execute("SELECT pg_stat_force_next_flush()").await.unwrap();
+    s.batch_execute("SELECT 1").await.unwrap();
+    let mut seen = counts().await;
+    for _ in 0..50 {
+        if seen.1 >= 2 * CYCLES - 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        seen = counts().await;
+    }
+    let (inserts, updates, hot, deletes) = seen;
+    assert_eq!(inserts, 1, "one row, inserted by the first grant");
+    assert_eq!(updates, 2 * CYCLES - 1, "every other grant and every release updates it");
+    assert_eq!(hot, updates, "each update HOT");
+    assert_eq!(deletes, 0, "nothing deleted");
 }

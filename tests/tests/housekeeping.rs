@@ -1,9 +1,11 @@
-//! The lease table stays small: released leases leave no rows, and grants sweep expired rows as
-//! they go (one grant in eight reads a random page of the table), with no background worker.
+//! The lease table stays small with no background worker. A key's row outlives its lease, so
+//! that the key's next grant writes over it in place; rows over for longer than
+//! `dlock.sweep_after` are swept by grants as they go: one random page per row a grant's backend
+//! added, one grant in eight otherwise (`extension/src/store/sweep.rs`).
 
 use std::time::Duration;
 
-use dlock_tests::{Cluster, Session, key, owner, within};
+use dlock_tests::{Cluster, Session, SqlState, expect_sqlstate, key, owner, within};
 use futures::{StreamExt, TryStreamExt, stream};
 
 /// The tests of this binary count rows: one at a time.
@@ -11,47 +13,129 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Calls in flight per session (pipelined; each still commits on its own).
 const IN_FLIGHT: usize = 64;
 
-/// Rows of `dlock_internal.lease` whose text form contains `marker` (as superuser; the test
-/// does not depend on the table's column names).
-async fn rows_containing(s: &Session, marker: &str) -> i64 {
-    s.query_one("SELECT count(*) FROM dlock_internal.lease AS l WHERE strpos(l::text, $1) > 0", &[&marker])
+/// (rows, free rows) of `dlock_internal.lease` whose key starts with `prefix`.
+async fn rows_of(s: &Session, prefix: &str) -> (i64, i64) {
+    let row = s
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE hold_count = 0 AND owner IS NULL) \
+               FROM dlock_internal.lease WHERE starts_with(key, $1)",
+            &[&prefix],
+        )
         .await
-        .expect("superuser reads dlock_internal.lease")
-        .get(0)
+        .expect("superuser reads dlock_internal.lease");
+    (row.get(0), row.get(1))
 }
 
-/// Acquires keys `<marker>-<i>` for `range` from one session; with `release`, releases each
-/// right after its acquire.
+async fn table_pages(s: &Session) -> i64 {
+    s.query_one("SELECT pg_relation_size('dlock_internal.lease') / 8192", &[]).await.unwrap().get(0)
+}
+
+/// Acquires keys `<marker>-<i>` for `range` from one session for owner `who`; with `release`,
+/// releases each right after its acquire. The fences granted, in key order.
 async fn acquire_keys(
     s: &Session,
     test: &str,
     marker: &str,
+    who: &str,
     range: std::ops::Range<usize>,
     ttl: &str,
     release: bool,
-) {
-    let o = owner(test, marker);
+) -> Vec<i64> {
+    let o = owner(test, who);
     stream::iter(range)
         .map(|i| {
             let (k, o) = (key(test, &format!("{marker}-{i:05}")), o.clone());
             async move {
-                let fence = s.try_acquire(&k, &o, ttl).await?;
-                assert!(fence.is_some(), "{k} is new and must be granted");
+                let fence = s
+                    .try_acquire(&k, &o, ttl)
+                    .await?
+                    .unwrap_or_else(|| panic!("{k} is free and must be granted"));
                 if release {
                     assert!(s.release(&k, &o).await?, "{k} is released");
                 }
-                Ok::<_, dlock_tests::Error>(())
+                Ok::<_, dlock_tests::Error>(fence)
             }
         })
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
+        .buffered(IN_FLIGHT)
+        .try_collect::<Vec<i64>>()
         .await
-        .expect("acquire / release");
+        .expect("acquire / release")
+}
+
+/// Acquires and releases batches of 1,000 new keys (`churn-<n>`) from `s` until no row of
+/// `prefix` is left. A grant that adds a row sweeps a random page, so a given page is missed by
+/// n such grants with probability (1 - 1/pages)^n ≈ e^(-n / pages): allowing 10 · pages grants
+/// leaves a chance of about e^-10 per page. A sweep that does not work never gets there. The
+/// batches run.
+async fn churn_until_swept(s: &Session, superuser: &Session, test: &str, prefix: &str) -> usize {
+    let mut batches = 0;
+    while rows_of(superuser, prefix).await.0 > 0 {
+        batches += 1;
+        let pages = table_pages(superuser).await;
+        let allowed = 20.max(10 * pages as usize / 1_000 + 1);
+        assert!(
+            batches <= allowed,
+            "rows of {prefix} still there after {} grants of new keys (table: {pages} pages)",
+            1_000 * (batches - 1)
+        );
+        let range = batches * 1_000..(batches + 1) * 1_000;
+        within(
+            Duration::from_secs(60),
+            "1,000 more keys",
+            acquire_keys(s, test, "churn", "churn", range, "1 minute", true),
+        )
+        .await;
+    }
+    batches
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn released_leases_leave_no_rows() {
-    const T: &str = "released_leases_leave_no_rows";
+async fn a_released_key_keeps_a_free_row_that_its_next_grant_writes_over() {
+    const T: &str = "a_released_key_keeps_a_free_row_that_its_next_grant_writes_over";
+    const KEYS: usize = 2_000;
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::shared();
+    let (superuser, s) = (cluster.connect().await, cluster.connect().await);
+    // Longer than this test runs: no row of it is swept meanwhile.
+    s.batch_execute("SET dlock.sweep_after = '10min'").await.unwrap();
+    let prefix = key(T, "released-");
+
+    let first = within(
+        Duration::from_secs(60),
+        "2,000 acquire + release",
+        acquire_keys(&s, T, "released", "first", 0..KEYS, "1 minute", true),
+    )
+    .await;
+    assert_eq!(rows_of(&superuser, &prefix).await, (KEYS as i64, KEYS as i64), "a free row per released key");
+
+    let again = within(
+        Duration::from_secs(60),
+        "the same 2,000 again",
+        acquire_keys(&s, T, "released", "second", 0..KEYS, "1 minute", false),
+    )
+    .await;
+    assert_eq!(rows_of(&superuser, &prefix).await, (KEYS as i64, 0), "the same rows, each held again");
+    for (i, (a, b)) in first.iter().zip(&again).enumerate() {
+        assert!(b > a, "key {i}: the next grant's fence {b} must exceed the last one's {a}");
+    }
+    let held: i64 = superuser
+        .query_one(
+            "SELECT count(*) FROM dlock_locks WHERE starts_with(key, $1) AND owner = $2",
+            &[&prefix, &owner(T, "second")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(held, KEYS as i64, "dlock_locks shows the leases, not the free rows");
+    assert_eq!(s.release_all(&owner(T, "second")).await.unwrap(), KEYS as i32);
+}
+
+/// A churn of distinct keys: every key taken once and released. With `dlock.sweep_after = 0`
+/// each row is due as soon as it is free, and the sweep keeps the table from growing with the
+/// churn: due rows settle at about one per page, and every row of the first keys goes in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_churn_of_keys_leaves_about_a_row_per_page() {
+    const T: &str = "a_churn_of_keys_leaves_about_a_row_per_page";
     const KEYS: usize = 20_000;
     const SESSIONS: usize = 4;
     let _serial = SERIAL.lock().await;
@@ -59,108 +143,125 @@ async fn released_leases_leave_no_rows() {
     let superuser = cluster.connect().await;
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
-        sessions.push(cluster.connect().await);
+        let s = cluster.connect().await;
+        s.batch_execute("SET dlock.sweep_after = 0").await.unwrap();
+        sessions.push(s);
     }
+    let prefix = key(T, "first-");
 
     let per = KEYS / SESSIONS;
+    let owners: Vec<String> = (0..SESSIONS).map(|i| format!("o{i}")).collect();
     let work = sessions
         .iter()
+        .zip(&owners)
         .enumerate()
-        .map(|(i, s)| acquire_keys(s, T, "released", i * per..(i + 1) * per, "1 minute", true));
-    within(Duration::from_secs(90), "20,000 acquire + release", futures::future::join_all(work)).await;
+        .map(|(i, (s, o))| acquire_keys(s, T, "first", o, i * per..(i + 1) * per, "1 minute", true));
+    within(Duration::from_secs(120), "20,000 acquire + release", futures::future::join_all(work)).await;
 
-    assert_eq!(rows_containing(&superuser, &key(T, "released-")).await, 0, "released rows must be deleted");
+    let (rows, free) = rows_of(&superuser, &prefix).await;
+    let pages = table_pages(&superuser).await;
+    assert_eq!(rows, free, "every row left is free");
+    // About one due row per page, and the table holds rows of other tests too: twice as many
+    // rows as pages would be a sweep that falls behind.
+    assert!(rows <= 2 * pages + 100, "{rows} free rows of 20,000 keys left on {pages} pages");
+    eprintln!("after 20,000 new keys: {rows} of their rows left on {pages} pages");
+
+    let batches = churn_until_swept(&sessions[0], &superuser, T, &prefix).await;
+    eprintln!("the rest swept after {batches} batches of 1,000 new keys");
 }
 
 #[tokio::test]
-async fn expired_leases_are_swept_by_acquires_of_new_keys() {
-    const T: &str = "expired_leases_are_swept_by_acquires_of_new_keys";
+async fn expired_leases_are_swept_by_grants_of_new_keys() {
+    const T: &str = "expired_leases_are_swept_by_grants_of_new_keys";
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::shared();
     let (superuser, s) = (cluster.connect().await, cluster.connect().await);
-    let expired_marker = key(T, "expired-");
+    let prefix = key(T, "expired-");
 
     within(
         Duration::from_secs(60),
         "2,000 short leases",
-        acquire_keys(&s, T, "expired", 0..2_000, "50ms", false),
+        acquire_keys(&s, T, "expired", "short", 0..2_000, "50ms", false),
     )
     .await;
-    let written = rows_containing(&superuser, &expired_marker).await;
-    assert!(written <= 2_000, "{written} rows for 2,000 keys");
+    assert_eq!(rows_of(&superuser, &prefix).await, (2_000, 0), "a row per lease, each held");
     tokio::time::sleep(Duration::from_millis(300)).await; // all 2,000 have expired now
+    s.batch_execute("SET dlock.sweep_after = 0").await.unwrap();
 
-    // 3,000 new keys held, then batches of 1,000 acquire+release of new keys until the expired
-    // rows are gone. One grant in eight sweeps a random page, so a given page is missed by n
-    // grants with probability e^(-n / (8 · pages)): allowing 10 · 8 · pages grants leaves a
-    // chance of about e^-10 per page of expired rows. A sweep that does not work never gets
-    // there. (How big the table is depends on how much earlier tests' dead rows were pruned.)
+    // 3,000 live leases of new keys, which the sweep must leave alone.
     within(
         Duration::from_secs(60),
         "3,000 new keys",
-        acquire_keys(&s, T, "fresh", 0..3_000, "1 minute", false),
+        acquire_keys(&s, T, "live", "live", 0..3_000, "1 minute", false),
     )
     .await;
-    let pages = || async {
-        let pages: i64 = superuser
-            .query_one("SELECT pg_relation_size('dlock_internal.lease') / 8192", &[])
-            .await
-            .unwrap()
-            .get(0);
-        pages
-    };
-    let mut batches = 0;
-    while rows_containing(&superuser, &expired_marker).await > 0 {
-        batches += 1;
-        let pages = pages().await;
-        let allowed = 20.max(10 * 8 * pages as usize / 1_000 + 1);
-        assert!(
-            batches <= allowed,
-            "expired rows still there after {} grants (table: {pages} pages)",
-            3_000 + 1_000 * (batches - 1)
-        );
-        let range = batches * 1_000..(batches + 1) * 1_000;
-        within(
-            Duration::from_secs(60),
-            "1,000 more keys",
-            acquire_keys(&s, T, "churn", range, "1 minute", true),
-        )
-        .await;
-    }
-    eprintln!("expired rows gone after {batches} batches of 1,000 grants (table: {} pages)", pages().await);
-    let fresh = rows_containing(&superuser, &key(T, "fresh-")).await;
-    assert_eq!(fresh, 3_000, "the live leases are all there");
-    let total: i64 =
-        superuser.query_one("SELECT count(*) FROM dlock_internal.lease", &[]).await.unwrap().get(0);
-    assert!(total < 3_000 + 100, "{total} rows in dlock_internal.lease with 3,000 live leases");
-
-    assert_eq!(s.release_all(&owner(T, "fresh")).await.unwrap(), 3_000);
-    assert_eq!(rows_containing(&superuser, &key(T, "fresh-")).await, 0);
+    let batches = churn_until_swept(&s, &superuser, T, &prefix).await;
+    eprintln!(
+        "expired rows gone after {batches} batches of 1,000 new keys (table: {} pages)",
+        table_pages(&superuser).await
+    );
+    assert_eq!(rows_of(&superuser, &key(T, "live-")).await, (3_000, 0), "the live leases are all there");
+    assert_eq!(s.release_all(&owner(T, "live")).await.unwrap(), 3_000);
 }
 
-/// A grant inside a transaction block sweeps nothing: a swept key would stay locked until the
-/// block commits, so acquirers of an expired key would wait for somebody else's transaction.
-/// On a cluster of its own, the table holds only this test's rows, so a sweep would surely hit
-/// the expired ones.
+/// Fences only grow per key, also when the key's row was swept in between.
+#[tokio::test]
+async fn a_key_whose_row_was_swept_is_granted_a_greater_fence() {
+    const T: &str = "a_key_whose_row_was_swept_is_granted_a_greater_fence";
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::shared();
+    let (superuser, s) = (cluster.connect().await, cluster.connect().await);
+    s.batch_execute("SET dlock.sweep_after = 0").await.unwrap();
+    let (k, o) = (key(T, "k"), owner(T, "o"));
+    let first = s.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+    assert!(s.release(&k, &o).await.unwrap());
+    churn_until_swept(&s, &superuser, T, &k).await;
+    let second = s.try_acquire(&k, &o, "30s").await.unwrap().expect("granted again");
+    assert!(second > first, "fence {second} after the sweep, {first} before");
+    assert!(s.release(&k, &o).await.unwrap());
+}
+
+/// How long rows stay is the DBA's call: a plain role may not change it.
+#[tokio::test]
+async fn only_a_superuser_sets_sweep_after() {
+    let cluster = Cluster::shared();
+    let superuser = cluster.connect().await;
+    superuser.batch_execute("DROP ROLE IF EXISTS t_sweeper; CREATE ROLE t_sweeper LOGIN").await.unwrap();
+    let plain = cluster.connect_as("t_sweeper").await;
+    plain.holds("k", 1).await.unwrap(); // loads dlock, which defines the setting
+    expect_sqlstate(
+        plain.batch_execute("SET dlock.sweep_after = 0").await,
+        &SqlState::INSUFFICIENT_PRIVILEGE,
+        "a plain role sets dlock.sweep_after",
+    );
+    let shown: String = plain.query_one("SHOW dlock.sweep_after", &[]).await.unwrap().get(0);
+    assert_eq!(shown, "5s", "the default");
+}
+
+/// A grant inside a transaction block sweeps nothing: a swept row's key would stay locked until
+/// the block commits, so acquirers of an expired key would wait for somebody else's
+/// transaction. On a cluster of its own, the table holds only this test's rows, so a sweep would
+/// surely hit the expired ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn grants_in_a_transaction_block_leave_expired_keys_free_for_others() {
     const T: &str = "grants_in_a_transaction_block_leave_expired_keys_free_for_others";
     let cluster = Cluster::shared_named("sweep-in-blocks", &[]);
     let (block, other) = (cluster.connect().await, cluster.connect().await);
+    block.batch_execute("SET dlock.sweep_after = 0").await.unwrap();
     within(
         Duration::from_secs(60),
         "300 short leases",
-        acquire_keys(&other, T, "expired", 0..300, "50ms", false),
+        acquire_keys(&other, T, "expired", "short", 0..300, "50ms", false),
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await; // all 300 have expired now
 
-    // 800 grants in one open transaction block: about 100 of them would each have swept a page.
+    // 800 grants in one open transaction block: each adds a row, and would sweep a page.
     block.client().batch_execute("BEGIN").await.unwrap();
     within(
         Duration::from_secs(60),
         "800 grants in a block",
-        acquire_keys(&block, T, "in-block", 0..800, "1 minute", false),
+        acquire_keys(&block, T, "in-block", "block", 0..800, "1 minute", false),
     )
     .await;
 

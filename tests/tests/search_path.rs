@@ -193,12 +193,41 @@ async fn temp_traces(s: &Session) -> Vec<String> {
 
 #[tokio::test]
 async fn shadow_objects_on_the_search_path_are_never_used() {
-    const T: &str = "shadow_objects_on_the_search_path_are_never_used";
-    let cluster = Cluster::shared();
+    calls_use_no_shadow("shadow_objects_on_the_search_path_are_never_used", Cluster::shared()).await;
+}
 
+/// The same, with every call of the lock cycle on its SQL path. dlock's functions pin no
+/// search_path of their own (a SET clause would cost every call); their statements pin it
+/// around themselves. An index of the test's own on the lease table makes it a table dlock did
+/// not make exactly so, which dlock then only reads and writes by its statements.
+#[tokio::test]
+async fn shadow_objects_are_never_used_when_every_call_runs_its_statements() {
+    let cluster = Cluster::shared_named("search-path-statements", &[]);
+    let setup = cluster.connect().await;
+    setup.batch_execute("CREATE INDEX t_lease_by_expiry ON dlock_internal.lease (expires_at)").await.unwrap();
+    calls_use_no_shadow("shadow_objects_are_never_used_when_every_call_runs_its_statements", cluster).await;
+    // The index holds an entry for every row: nothing wrote the table behind the executor's back.
+    setup.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").await.unwrap();
+    let (rows, indexed): (i64, i64) = {
+        let row = setup
+            .query_one(
+                "SELECT (SELECT count(*) FROM dlock_internal.lease WHERE key IS NOT NULL), \
+                        (SELECT count(*) FROM dlock_internal.lease WHERE expires_at > '-infinity')",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(rows, indexed, "rows of dlock_internal.lease and entries of the test's index");
+}
+
+/// The API's calls, first with the default search_path, then with shadow objects first on it
+/// (in public and pg_temp): the same answers, and no shadow used.
+async fn calls_use_no_shadow(test: &str, cluster: &Cluster) {
     // The same calls with the default search_path, as the reference.
     let (a, b) = (cluster.connect().await, cluster.connect().await);
-    exercise_the_api(&a, b, T, &key(T, "reference")).await;
+    exercise_the_api(&a, b, test, &key(test, "reference")).await;
 
     let setup = cluster.connect().await;
     setup.batch_execute(PUBLIC_SHADOWS).await.unwrap();
@@ -216,7 +245,7 @@ async fn shadow_objects_on_the_search_path_are_never_used() {
     }
     setup.batch_execute("TRUNCATE public.shadow_log").await.unwrap();
 
-    let b = exercise_the_api(&a, b, T, &key(T, "shadowed")).await;
+    let b = exercise_the_api(&a, b, test, &key(test, "shadowed")).await;
 
     let mut traces = public_traces(&setup).await;
     traces.extend(temp_traces(&a).await);

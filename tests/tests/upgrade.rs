@@ -130,9 +130,48 @@ async fn update_keeps_live_leases_and_matches_a_fresh_install(from: &str) {
     let bound_fence = bound.acquire("bound", "b", None, Some("0")).await.unwrap().expect("granted");
     let ttl_fence = ttl.try_acquire("ttl", "t", "1 hour").await.unwrap().expect("granted");
     let before: Vec<_> = [admin.lease("bound").await.unwrap(), admin.lease("ttl").await.unwrap()].into();
+    // 0.2.0's other kinds of lease: a key held shared by two owners, and an election's leader.
+    let shared_of =
+        |owner: &'static str| format!("SELECT dlock_acquire_shared('shared', '{owner}', '1 hour')");
+    let held_shared = |s: &'static Session| async move {
+        let rows: i64 = s
+            .query_one("SELECT count(*) FROM dlock_locks WHERE key = 'shared' AND mode = 'shared'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        rows
+    };
+    if from == "0.2.0" {
+        for owner in ["r1", "r2"] {
+            let fence: Option<i64> = ttl.query_one(&shared_of(owner), &[]).await.unwrap().get(0);
+            assert!(fence.is_some(), "{owner} holds the key shared");
+        }
+        let term: Option<i64> = ttl
+            .query_one("SELECT dlock_campaign('election', 'c', '1 hour', info => 'i')", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(term.is_some(), "elected");
+    }
 
     admin.batch_execute("ALTER EXTENSION dlock UPDATE").await.unwrap();
     assert_eq!(version(&admin).await, CURRENT);
+    if from == "0.2.0" {
+        // The shared holders keep the key from an exclusive lease until both let go; the
+        // leader leads on.
+        let admin: &'static Session = Box::leak(Box::new(cluster.connect_db("postgres", &old_db).await));
+        assert_eq!(held_shared(admin).await, 2, "both shared leases are kept");
+        assert_eq!(ttl.try_acquire("shared", "x", "1 hour").await.unwrap(), None, "held shared");
+        let leader: String =
+            admin.query_one("SELECT info FROM dlock_leader('election')", &[]).await.unwrap().get(0);
+        assert_eq!(leader, "i");
+        for owner in ["r1", "r2"] {
+            assert!(ttl.release("shared", owner).await.unwrap(), "{owner} releases its shared lease");
+        }
+        assert!(ttl.try_acquire("shared", "x", "1 hour").await.unwrap().is_some(), "free once both let go");
+        assert!(ttl.release("shared", "x").await.unwrap());
+        assert!(ttl.release("election", "c").await.unwrap(), "the leader resigns");
+    }
 
     let after: Vec<_> = [admin.lease("bound").await.unwrap(), admin.lease("ttl").await.unwrap()].into();
     assert_eq!(after, before, "live leases are kept as they were");

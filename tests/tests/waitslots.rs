@@ -27,10 +27,11 @@ async fn release_in_own_transaction(session: &Session, key: &str, owner: &str) -
     xid
 }
 
-/// The transaction that wrote the lease row of `key`.
+/// The transaction that wrote the row holding `key`'s lease (the key's free row may be there
+/// too).
 async fn writer_of(observer: &Session, key: &str) -> String {
     observer
-        .query_one("SELECT xmin::text FROM dlock_internal.lease WHERE key = $1", &[&key])
+        .query_one("SELECT xmin::text FROM dlock_internal.lease WHERE key = $1 AND hold_count > 0", &[&key])
         .await
         .unwrap()
         .get(0)

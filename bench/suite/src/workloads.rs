@@ -177,9 +177,9 @@ pub async fn with_live_leases(servers: &Servers, live: usize, samples: usize, pr
     if live > 0 {
         admin
             .execute(
-                "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid)
+                "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, holder)
                  SELECT 'filler:' || g, 'bench-filler', 10, nextval('dlock_internal.fence_seq'), 1,
-                        now(), now() + interval '1 day', 0
+                        now(), now() + interval '1 day', 0, ''
                    FROM generate_series(1, $1::int) g",
                 &[&(live as i32)],
             )
@@ -321,9 +321,9 @@ pub async fn expiry_storm(
             admin.batch_execute("DELETE FROM dlock_internal.lease WHERE owner = 'bench-storm'").await?;
             admin
                 .execute(
-                    "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid)
+                    "INSERT INTO dlock_internal.lease (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, holder)
                      SELECT 'storm:' || g, 'bench-storm', 10, nextval('dlock_internal.fence_seq'), 1,
-                            now(), clock_timestamp() + $2::float8 * interval '1 second', 0
+                            now(), clock_timestamp() + $2::float8 * interval '1 second', 0, ''
                        FROM generate_series(1, $1::int) g",
                     &[&(leases as i32), &after.as_secs_f64()],
                 )

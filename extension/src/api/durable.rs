@@ -1,8 +1,11 @@
 //! The durable leases' functions. They run as their caller, so that dlock sees the role
 //! PostgreSQL says is calling (`pg/role.rs`), and switch to the extension's owner only for their
-//! own statements on `dlock_internal`. Each pins a `search_path` of schemas no caller can create
-//! objects in (`pg_temp` explicitly last), so nothing a caller creates in `public` or `pg_temp`
-//! can ever be picked up in their place.
+//! own statements on `dlock_internal`. They pin no `search_path` of their own: nothing in them
+//! looks a name up but those statements, and every statement pins `pg_catalog, dlock_internal,
+//! pg_temp` around itself wherever it runs (`pg/spi.rs`), at commit and in workers too, where a
+//! function's SET clause would not reach. The lock cycle's hot path runs no statement at all
+//! (`store/direct.rs`), so it does not pay for a SET clause's save and restore (a tenth of a
+//! pair's instructions).
 
 use crate::api::convert::{micros, timestamptz};
 use crate::ops;
@@ -16,7 +19,6 @@ use pgrx::prelude::*;
 /// Takes the lease `key` for `owner`: returns its fence token, or NULL when another owner holds
 /// it and `wait` elapsed. `ttl NULL`: bound to this session. `wait NULL`: wait without limit.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_acquire(
     key: Option<&str>,
     owner: Option<&str>,
@@ -38,7 +40,6 @@ fn dlock_acquire(
 /// drain before the next holder starts. An overload without defaults (pass `wait` too), so that
 /// every call of the four-argument `dlock_acquire` keeps resolving to it.
 #[pg_extern(name = "dlock_acquire", volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_acquire_with_lock_delay(
     key: Option<&str>,
     owner: Option<&str>,
@@ -65,7 +66,6 @@ fn dlock_acquire_with_lock_delay(
 /// only a release, a force release or the holder's session ending frees it (and watchers get a
 /// NOTIFY then).
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_try_acquire(
     key: Option<&str>,
     owner: Option<&str>,
@@ -91,7 +91,6 @@ fn dlock_try_acquire(
 /// once it is free, false when `wait` (NULL: no limit) ran out first. Waiters do not queue one
 /// behind another: one release wakes them all. On a key this session holds itself: 55006.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_wait_free(key: Option<&str>, wait: Option<Interval>) -> bool {
     const F: &str = "dlock_wait_free";
     let key = args::key(key).or_raise(F);
@@ -104,7 +103,6 @@ fn dlock_wait_free(key: Option<&str>, wait: Option<Interval>) -> bool {
 /// release_all, force release, a shortening renew, a session-bound holder's session ending)
 /// NOTIFYs that channel at commit. Idempotent; lasts until `dlock_unwatch` or session end.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_watch(key: Option<&str>) -> String {
     let key = args::key(key).or_raise("dlock_watch");
     ops::watch::watch(key)
@@ -112,7 +110,6 @@ fn dlock_watch(key: Option<&str>) -> String {
 
 /// Ends this session's watch of `key` (and LISTEN on its channel); whether it had one.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_unwatch(key: Option<&str>) -> bool {
     let key = args::key(key).or_raise("dlock_unwatch");
     ops::watch::unwatch(key)
@@ -121,7 +118,6 @@ fn dlock_unwatch(key: Option<&str>) -> bool {
 /// Extends the caller's live lease to now + `ttl`; returns the new expiry ('infinity' for a
 /// session-bound lease), or NULL when the caller does not hold it.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_renew(
     key: Option<&str>,
     owner: Option<&str>,
@@ -138,7 +134,6 @@ fn dlock_renew(
 
 /// Gives back one hold of the caller's live lease; false when the caller does not hold it.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_release(key: Option<&str>, owner: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     const F: &str = "dlock_release";
     let key = args::key(key).or_raise(F);
@@ -149,7 +144,6 @@ fn dlock_release(key: Option<&str>, owner: Option<&str>, fcinfo: pg_sys::Functio
 /// Frees every live lease of `owner` taken by the caller's role (any role's for dlock_admin);
 /// returns how many keys were freed.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_release_all(owner: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     let owner = args::owner(owner).or_raise("dlock_release_all");
     ops::release::release_all(owner, role::caller(fcinfo))
@@ -159,7 +153,6 @@ fn dlock_release_all(owner: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> i
 /// before the calling transaction ends (for fenced writes in the same database). Asking about
 /// another role's live lease needs `dlock_fencer` (or `dlock_admin`): 42501 otherwise.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_holds(key: Option<&str>, fence: Option<i64>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     const F: &str = "dlock_holds";
     let key = args::key(key).or_raise(F);
@@ -169,7 +162,6 @@ fn dlock_holds(key: Option<&str>, fence: Option<i64>, fcinfo: pg_sys::FunctionCa
 
 /// Frees `key` whoever holds it (superusers and dlock_admin members only); logged.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_force_release(key: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     const F: &str = "dlock_force_release";
     let key = args::key(key).or_raise(F);

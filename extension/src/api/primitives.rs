@@ -1,6 +1,6 @@
 //! Version 2 of the contract: read-write locks and semaphores (shared leases), multi-key locks
-//! and elections. They run as their caller and pin their `search_path`, as every durable
-//! function does (`durable.rs`).
+//! and elections. They run as their caller, and their statements pin their own `search_path`,
+//! as every durable function's do (`durable.rs`).
 
 use crate::api::convert::{micros, timestamptz};
 use crate::ops;
@@ -18,7 +18,6 @@ use pgrx::prelude::*;
 /// NULL when `wait` elapsed. Each shared holder's lease is a lease of its own (fence, ttl, renew,
 /// release, reentry, expiry, session binding).
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_acquire_shared(
     key: Option<&str>,
     owner: Option<&str>,
@@ -44,7 +43,6 @@ fn dlock_acquire_shared(
 /// `keys`, or NULL when not all could be had within `wait`. Never holds a subset, never
 /// deadlocks, whatever order other callers list their keys in.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_acquire_all(
     keys: Option<Array<'_, &str>>,
     owner: Option<&str>,
@@ -91,7 +89,6 @@ fn dimensions(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> i32 {
 /// fence, so terms only grow), or NULL. The leader keeps the lead with `dlock_renew` and resigns
 /// with `dlock_release`; `info` (at most 1 kB) is what `dlock_leader` shows of it.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_campaign(
     election: Option<&str>,
     candidate: Option<&str>,
@@ -116,7 +113,6 @@ fn dlock_campaign(
 /// The current leader of `election`: its `info`, `term`, `since` and `expires_at`, or no row.
 /// Any role that may use dlock may ask; the candidate string is never shown.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 #[allow(clippy::type_complexity)]
 fn dlock_leader(
     election: Option<&str>,

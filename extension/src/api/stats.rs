@@ -21,7 +21,6 @@ mod dlock_internal {
     /// caller's own database unless it may see them all (`role::sees_all_databases`): other
     /// databases' names and activity are other tenants' business.
     #[pg_extern(volatile, parallel_safe)]
-    #[search_path(pg_catalog, dlock_internal, pg_temp)]
     fn stats(
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> TableIterator<
@@ -63,7 +62,6 @@ mod dlock_internal {
 /// Sets this database's dlock counts back to zero (`dlock_stats.since` is then now): for
 /// members of dlock_admin and superusers (42501 otherwise).
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, dlock_internal, pg_temp)]
 fn dlock_stats_reset(fcinfo: pg_sys::FunctionCallInfo) {
     let caller = role::caller(fcinfo);
     if !role::is_admin(caller) {

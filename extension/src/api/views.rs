@@ -49,7 +49,6 @@ mod dlock_internal {
     /// The rows of the `dlock_locks` view: every live lease, with its mode, a semaphore's
     /// permits and its lock-delay; owners masked for other roles.
     #[pg_extern(volatile, parallel_unsafe)]
-    #[search_path(pg_catalog, dlock_internal, pg_temp)]
     #[allow(clippy::type_complexity)]
     fn lock_rows(
         fcinfo: pg_sys::FunctionCallInfo,

@@ -165,13 +165,14 @@ fn attempt(
         for (key, (decision, holder, over)) in order.iter().zip(decisions) {
             let fence = match decision {
                 Acquire::Grant { expires_at } => {
+                    // As a single grant does (`attempt::clear_over`), the caller's own too.
                     for lease in &over {
                         attempt::ended(key.text, lease, now);
-                        if lease.owner != caller.owner {
-                            store::delete(spi, key.text, &lease.owner);
-                        }
+                        store::free(spi, key.text, &lease.owner, lease.fence, now);
                     }
                     stats::count_at_commit(Counter::Grants);
+                    let slot =
+                        store::Slot::for_grant(request.kind, waiting || key_queue::is_occupied(key.hash));
                     let fence = store::grant(
                         spi,
                         &store::NewLease {
@@ -186,6 +187,7 @@ fn attempt(
                             lock_delay: request.lock_delay,
                             info: None,
                         },
+                        slot,
                     );
                     if request.ttl.is_none() {
                         bind_to_session(fence, key.hash);

@@ -8,7 +8,7 @@ use crate::ops::bind_to_session;
 use crate::pg::backend::{my_pid, now};
 use crate::pg::spi;
 use crate::stats::{self, Counter};
-use crate::store::{self, sweep};
+use crate::store::{self, Slot, sweep};
 use crate::wait::{key_queue, wakeups};
 use dlock_core::lease::{self, Acquire, Blocker, Caller, Kind, Request};
 use dlock_core::time::expiry;
@@ -52,7 +52,7 @@ pub fn acquire(
         let queue_ahead = !waiting && key_queue::is_occupied(hash);
         if !waiting
             && !queue_ahead
-            && let Some(fence) = store::try_grant(spi, &new)
+            && let Some(fence) = store::try_grant(spi, &new, Slot::for_grant(request.kind, false))
         {
             granted(spi, fence, hash, request, now);
             return Ok(fence);
@@ -62,8 +62,12 @@ pub fn acquire(
         let outcome = lease::acquire(&state, caller, request, now, queue_ahead);
         match outcome {
             Acquire::Grant { .. } => {
-                clear_over(spi, key, &rows, &state, caller);
-                let fence = store::grant(spi, &new);
+                // Others waiting (or the grantee among them): the lease goes into a row of its
+                // own, so reads of this busy key need not walk the key row's versions.
+                let slot =
+                    Slot::for_grant(request.kind, waiting || queue_ahead || key_queue::is_occupied(hash));
+                clear_over(spi, key, &rows, &state);
+                let fence = store::grant(spi, &new, slot);
                 granted(spi, fence, hash, request, now);
                 Ok(fence)
             }
@@ -122,23 +126,16 @@ pub fn held_until(key: &str, caller: &Caller, request: &Request) -> Option<Times
     }
 }
 
-/// Before a grant: deletes the key's rows of other owners that are over (expired, their
-/// lock-delay run out, or bound to a session that ended), so a key keeps no more rows than
-/// holders and the one-statement grant finds it free next time. (The caller's own row is
-/// replaced by the grant.)
-pub fn clear_over(
-    spi: &spi::Spi,
-    key: &str,
-    rows: &[lease::Lease],
-    state: &lease::KeyState,
-    caller: &Caller,
-) {
+/// Before a grant: frees the key's leases that are over (expired, their lock-delay run out, or
+/// bound to a session that ended), counting each as ended, so that each is counted once and the
+/// one-statement grant finds the key free next time. The caller's own lease that is over goes
+/// too: it may sit in another row than the one the grant writes (a shared lease's owner row
+/// under an exclusive grant into the key row), and an owner has one lease of a key at most.
+pub fn clear_over(spi: &spi::Spi, key: &str, rows: &[lease::Lease], state: &lease::KeyState) {
     let now = now();
     for over in rows.iter().filter(|l| !state.counts(l)) {
         ended(key, over, now);
-        if over.owner != caller.owner {
-            store::delete(spi, key, &over.owner);
-        }
+        store::free(spi, key, &over.owner, over.fence, now);
     }
 }
 

@@ -48,7 +48,8 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
         lock_delay: asked.lock_delay,
         info: None,
     };
-    let fence = store::grant(spi, &new);
+    // A waiter's grant: a row of its own (`store/row.rs`).
+    let fence = store::grant(spi, &new, store::Slot::Owner);
     stats::count_at_commit(Counter::Grants);
     requests::offer(ticket, fence);
 }

@@ -134,7 +134,7 @@ pub fn force_release(key: &str, role: u32) -> Result<bool, DlockError> {
                 role::name(lease.role),
                 (lease.delay_ends() - now) as f64 / 1e6,
             );
-            store::delete(spi, key, &lease.owner);
+            store::free(spi, key, &lease.owner, lease.fence, now);
         }
         if !state.held_back_by.is_empty() {
             // The head sleeps until the delay's end: wake it at commit.
@@ -182,7 +182,7 @@ fn freed(key: &str, hash: u64, kind: Kind) {
 /// wakes the head of the key's queue at commit.
 fn free(spi: &spi::Spi, key: &str, lease: &Lease) {
     let hash = key_hash(key);
-    store::delete(spi, key, &lease.owner);
+    store::free(spi, key, &lease.owner, lease.fence, now());
     if session::is_bound_here(lease.fence) {
         session::unbind_at_commit(lease.fence, hash);
     }

@@ -20,9 +20,11 @@ fn code(error: &DlockError) -> PgSqlErrorCode {
         DlockError::SelfDeadlock => ERRCODE_T_R_DEADLOCK_DETECTED,
         DlockError::HeldHere { .. } => ERRCODE_OBJECT_IN_USE,
         DlockError::NoPrepare { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
-        DlockError::NotPreloaded | DlockError::SecondLibrary | DlockError::Dropping => {
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
-        }
+        DlockError::NotPreloaded
+        | DlockError::SecondLibrary
+        | DlockError::Dropping
+        | DlockError::NotInstalled
+        | DlockError::NeedsUpdate { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         DlockError::OnStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
         DlockError::FastTableFull { .. } | DlockError::FastShare { .. } => {
             ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
@@ -126,6 +128,14 @@ fn hint(error: &DlockError) -> Option<String> {
                 .into()
         }
         DlockError::NotAdmin { .. } => "Only superusers and members of role dlock_admin may call it.".into(),
+        DlockError::NotInstalled => {
+            "CREATE EXTENSION dlock in this database (a session that saw it dropped may need to \
+             reconnect)."
+                .into()
+        }
+        DlockError::NeedsUpdate { .. } => {
+            "Run ALTER EXTENSION dlock UPDATE: the installed library serves the update's tables.".into()
+        }
     })
 }
 

@@ -20,8 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 
-/// The `search_path` dlock's statements are planned and run under: its SQL functions pin the
-/// same (`#[search_path]`), so inside them nothing needs setting. `pg_temp` explicitly last, so
+/// The `search_path` dlock's statements are planned and run under. `pg_temp` explicitly last, so
 /// that no temporary object is ever found before `pg_catalog`'s (PostgreSQL never looks up
 /// functions or operators in `pg_temp` at all).
 pub const PINNED_SEARCH_PATH: &CStr = c"pg_catalog, dlock_internal, pg_temp";
@@ -193,8 +192,8 @@ impl Spi {
 }
 
 /// Runs `f` with `search_path` set to [`PINNED_SEARCH_PATH`] (in a GUC nest level of its own,
-/// as a function's SET clause does), unless it is that already: inside dlock's SQL functions,
-/// which pin the same path, this costs one string comparison.
+/// as a function's SET clause does), unless it is that already. dlock's functions pin nothing
+/// themselves: their hot paths run no statement, and would pay for a SET clause on every call.
 fn with_pinned_search_path<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: the GUC's current value, a NUL-terminated string owned by guc.c (or NULL before
     // the GUCs are set up, which never happens in a backend running SQL).

@@ -15,27 +15,30 @@ CREATE SEQUENCE dlock_internal.fence_seq AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
 -- again); the leases themselves are not dumped: they belong to the running cluster.
 SELECT pg_catalog.pg_extension_config_dump('dlock_internal.fence_seq', '');
 
--- One row per holder of a key: one exclusive lease (or an election's leader), or any number
--- of shared ones.
+-- The leases (extension/src/store/row.rs): a key row per key (holder ''), which outlives its
+-- leases: an exclusive lease or an election's leader granted while nobody waits for the key is
+-- written over it in place, and its release marks it free (hold_count 0, owner NULL), both HOT
+-- updates (no indexed column changes; fillfactor leaves each page room for the new versions).
+-- Shared leases, and grants to waiters, have owner rows (holder = owner), inserted and
+-- deleted. Columns are in the order the updates from 0.1.0 and 0.2.0 leave them.
 CREATE TABLE dlock_internal.lease (
     key         pg_catalog.text COLLATE pg_catalog."C" NOT NULL,  -- byte-exact: look-alikes stay distinct
-    owner       pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
-    role        pg_catalog.oid NOT NULL,                -- the role that took the lease
-    fence       pg_catalog.int8 NOT NULL,
-    hold_count  pg_catalog.int4 NOT NULL CHECK (hold_count OPERATOR(pg_catalog.>) 0),
+    owner       pg_catalog.text COLLATE pg_catalog."C",           -- NULL: a free key row
+    role        pg_catalog.oid,                         -- the role that took the lease
+    fence       pg_catalog.int8 NOT NULL,               -- (a free key row keeps its last)
+    hold_count  pg_catalog.int4 NOT NULL CHECK (hold_count OPERATOR(pg_catalog.>=) 0),  -- 0: free
     acquired_at pg_catalog.timestamptz NOT NULL,
-    expires_at  pg_catalog.timestamptz NOT NULL,        -- 'infinity': bound to a session
-    holder_pid  pg_catalog.int4 NOT NULL,
+    expires_at  pg_catalog.timestamptz NOT NULL,        -- 'infinity': bound to a session; free: since when
+    holder_pid  pg_catalog.int4,
     -- exclusive, shared, leader
     kind        pg_catalog."char" NOT NULL DEFAULT 'x'::pg_catalog."char"
                 CHECK (kind OPERATOR(pg_catalog.=) ANY (ARRAY['x', 's', 'e']::pg_catalog."char"[])),
     max_holders pg_catalog.int4 CHECK (max_holders OPERATOR(pg_catalog.>) 0),  -- a semaphore's permits (shared leases)
     lock_delay  pg_catalog.interval NOT NULL DEFAULT '0'::pg_catalog.interval,  -- the key stays held back this long after expiry
     info        pg_catalog.text,                        -- an election leader's info
-    CONSTRAINT lease_pkey PRIMARY KEY (key, owner)
-) WITH (fillfactor = 80);
-CREATE INDEX lease_session_bound ON dlock_internal.lease (key)
-    WHERE expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz;
+    holder      pg_catalog.text COLLATE pg_catalog."C" NOT NULL,  -- '': the key row; else the owner
+    CONSTRAINT lease_pkey PRIMARY KEY (key, holder)
+) WITH (fillfactor = 20);
 REVOKE ALL ON dlock_internal.lease, dlock_internal.fence_seq FROM PUBLIC;
 -- The database's owner (not only a superuser) may dump and restore the fence position with
 -- pg_dump: reading it and setting it (setval) are all it may do here. Setting it back would let

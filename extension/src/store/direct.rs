@@ -1,10 +1,11 @@
-//! The two statements of every lock cycle — grant a free key, delete a released lease — and the
-//! sweep's read of one heap page (one grant in eight), done on the lease table directly (heap
+//! The lock cycle — read a key, grant it, release it — done on the lease table directly (heap
 //! and index access methods), without the executor: no plan check, no executor start-up, no ON
-//! CONFLICT machinery. Everything else goes through SQL (`statements.rs`), and so do these
-//! whenever anything is unusual — an index dlock did not create, a table whose columns are not
-//! exactly those dlock writes (`relation.rs`) — then `Fallback` sends the caller to the SQL
-//! statement.
+//! CONFLICT machinery. A grant of a key nobody waits for writes over the key's row in place and
+//! a release marks it free (HOT updates: no indexed column changes); owner rows are inserted and
+//! deleted (`row.rs`). Also the sweep's read of one heap page and the election worker's read of
+//! every leader. Everything else goes through SQL (`statements.rs`), and so do these whenever
+//! anything is unusual — an index dlock did not create, a table whose columns are not exactly
+//! those dlock writes (`relation.rs`) — then `Fallback` sends the caller to the SQL statement.
 //!
 //! The same rules as the SQL path: the caller holds the key lock, so no other transaction is
 //! writing this key; rows are read with the latest snapshot (like `pg/spi.rs`), after a command
@@ -14,8 +15,8 @@ use crate::pg::ffi::nextval_internal;
 use crate::pg::version;
 use crate::store::relation::{self, Relations};
 use crate::store::row::{
-    self, ACQUIRED_AT, EXPIRES_AT, FENCE, HOLD_COUNT, HOLDER_PID, INFO, KEY, KIND, LOCK_DELAY, MAX_HOLDERS,
-    NewLease, OWNER, ROLE,
+    self, ACQUIRED_AT, Deleted, EXPIRES_AT, FENCE, HOLD_COUNT, HOLDER, HOLDER_PID, INFO, KEY, KEY_ROW, KIND,
+    LOCK_DELAY, MAX_HOLDERS, NewLease, OWNER, ROLE, Slot, Stored,
 };
 use crate::store::statements::{interval_datum, micros};
 use dlock_core::lease::{Kind, Lease};
@@ -29,18 +30,14 @@ const COLUMNS: usize = row::COLUMNS.len();
 /// The direct path does not apply; use the SQL statement.
 pub struct Fallback;
 
-/// The lease table and its indexes, opened for writing until the transaction ends.
+/// The lease table and its primary key, opened until the transaction ends.
 struct Table {
     rel: pg_sys::Relation,
     pkey: pg_sys::Relation,
-    /// The partial index of session-bound rows, opened only to insert one. Nothing else
-    /// touches it: a read scans the primary key, a delete leaves index entries to vacuum, and a
-    /// TTL row is outside its predicate.
-    session_bound: Option<pg_sys::Relation>,
     sequence: Oid,
 }
 
-/// The lease table's relations, if the direct path may write them.
+/// The lease table's relations, if the direct path may use them.
 fn relations() -> Result<Relations, Fallback> {
     relation::relations().filter(|r| r.shape == relation::Shape::Exact).ok_or(Fallback)
 }
@@ -51,16 +48,56 @@ enum Access {
     /// Reading rows: in any transaction, read-only ones included (a read there never falls
     /// back to SQL).
     Read,
-    /// Writing rows, the partial index of session-bound rows too if `session_bound_row`: in a
-    /// transaction that may write (a read-only one gets the executor's 25006 from SQL).
-    Write { session_bound_row: bool },
+    /// Writing rows: in a transaction that may write (a read-only one gets the executor's 25006
+    /// from SQL).
+    Write,
+}
+
+/// A row as read: where it is, what slot it is, and its lease if it holds one (read out of the
+/// scan's slot, so nothing of the tuple is copied).
+struct Found {
+    tid: pg_sys::ItemPointerData,
+    holder: String,
+    /// The lease, if the row holds one (`hold_count > 0`).
+    lease: Option<Lease>,
+    /// What a free key row keeps: its kind, last fence and time of grant.
+    kind: i8,
+    fence: i64,
+    acquired_at: Timestamp,
+    /// The lease's expiry; when free, when it was freed.
+    expires_at: Timestamp,
+    /// Its lock-delay, µs (0 when free).
+    lock_delay: i64,
+}
+
+impl Found {
+    fn held(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    fn owner_is(&self, owner: &str) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.owner == owner)
+    }
+
+    /// The row as the sweep sees it.
+    fn stored(&self, key: &str) -> Stored {
+        Stored {
+            key: key.to_owned(),
+            holder: self.holder.clone(),
+            owner: self.lease.as_ref().map(|l| l.owner.clone()),
+            hold_count: self.lease.as_ref().map_or(0, |l| l.hold_count),
+            expires_at: self.expires_at,
+            lock_delay: self.lock_delay,
+            fence: Some(self.fence),
+        }
+    }
 }
 
 impl Table {
-    /// Opens the table if it is exactly as dlock created it (its columns, and two indexes,
-    /// ours).
+    /// Opens the table if it is exactly as dlock created it (its columns, and its primary key
+    /// as its one index).
     fn open(access: Access) -> Result<Table, Fallback> {
-        let write = access != Access::Read;
+        let write = access == Access::Write;
         // SAFETY: catalog lookups and relation opens inside a transaction; locks are kept
         // until it ends, as the executor keeps them.
         unsafe {
@@ -68,7 +105,7 @@ impl Table {
                 return Err(Fallback);
             }
             let lock = if write { pg_sys::RowExclusiveLock } else { pg_sys::AccessShareLock } as i32;
-            let Relations { table, pkey, session_bound, sequence, .. } = relations()?;
+            let Relations { table, pkey, sequence, .. } = relations()?;
             let rel = pg_sys::table_open(table, lock);
             let indexes = pg_sys::RelationGetIndexList(rel);
             let oids: Vec<Oid> = match indexes.as_ref() {
@@ -76,55 +113,26 @@ impl Table {
                 Some(list) => (0..list.length as usize).map(|i| (*list.elements.add(i)).oid_value).collect(),
             };
             pg_sys::list_free(indexes);
-            let ours = oids.len() == 2 && oids.contains(&pkey) && oids.contains(&session_bound);
-            if !ours {
+            if oids != [pkey] {
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return Err(Fallback);
             }
-            let session_bound_row = matches!(access, Access::Write { session_bound_row: true });
-            Ok(Table {
-                rel,
-                pkey: pg_sys::index_open(pkey, lock),
-                session_bound: session_bound_row.then(|| pg_sys::index_open(session_bound, lock)),
-                sequence,
-            })
+            Ok(Table { rel, pkey: pg_sys::index_open(pkey, lock), sequence })
         }
     }
 
-    /// Runs `f` on the first visible row of `key` (of `owner`'s, if given), if any (its slot,
-    /// with every column read).
-    fn with_row<R>(
-        &self,
-        key: &str,
-        owner: Option<&str>,
-        f: impl FnOnce(Option<*mut pg_sys::TupleTableSlot>) -> R,
-    ) -> R {
-        let mut f = Some(f);
-        let mut result = None;
-        self.scan(key, owner, |slot| {
-            result = f.take().map(|f| f(slot));
-            false
-        });
-        result.expect("the scan calls back at least once")
-    }
-
-    /// Calls `f` on each visible row of `key` (of `owner`'s, if given) while it returns true,
-    /// then once with `None` after the last (its slot, with every column read).
-    fn scan(
-        &self,
-        key: &str,
-        owner: Option<&str>,
-        mut f: impl FnMut(Option<*mut pg_sys::TupleTableSlot>) -> bool,
-    ) {
+    /// The visible rows of `key` (of its holder `holder`, if given), with every column.
+    fn rows(&self, key: &str, holder: Option<&str>) -> Vec<Found> {
+        let mut rows = Vec::new();
         // SAFETY: an index scan on the primary key with a registered snapshot, as the executor
         // does; the slot and scan are released before returning (an error releases them with
-        // the transaction's resources).
+        // the transaction's resources). Each row is read out of the slot before it goes.
         unsafe {
             pg_sys::CommandCounterIncrement();
             let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            // The primary key is (key, owner): equality on the key, and on the owner if given.
+            // The primary key is (key, holder): equality on the key, and on the holder if given.
             let mut scankeys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
-            let values = [Some(key), owner];
+            let values = [Some(key), holder];
             let n = values.iter().flatten().count();
             for (i, value) in values.iter().flatten().enumerate() {
                 pg_sys::ScanKeyInit(
@@ -138,40 +146,314 @@ impl Table {
             let scan = version::index_beginscan(self.rel, self.pkey, snapshot, n as i32);
             pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), n as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            loop {
-                let found =
-                    pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
-                if found {
-                    pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                }
-                if !f(found.then_some(slot)) || !found {
-                    break;
-                }
+            while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                rows.push(found_in(slot));
             }
             pg_sys::ExecDropSingleTupleTableSlot(slot);
             pg_sys::index_endscan(scan);
             pg_sys::UnregisterSnapshot(snapshot);
+        }
+        rows
+    }
+
+    /// The row of `key` and `holder`, if any.
+    fn row(&self, key: &str, holder: &str) -> Option<Found> {
+        self.rows(key, Some(holder)).pop()
+    }
+
+    /// Inserts a row with its index entry (the primary key still checks uniqueness).
+    fn insert(&self, values: &mut [Datum; COLUMNS], nulls: &mut [bool; COLUMNS]) {
+        // SAFETY: a tuple of the table's own descriptor, inserted with its index entry, as
+        // ExecInsert does.
+        unsafe {
+            let tuple = pg_sys::heap_form_tuple((*self.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+            pg_sys::simple_heap_insert(self.rel, tuple);
+            self.index(tuple, values);
+            pg_sys::CommandCounterIncrement();
+        }
+    }
+
+    /// Writes a new version of `row` with `values`: in place on its page when it fits (a HOT
+    /// update, no index entry), else with the new version's index entry.
+    fn update(&self, row: &Found, values: &mut [Datum; COLUMNS], nulls: &mut [bool; COLUMNS]) {
+        // SAFETY: the row we just read, which nobody else writes (we hold its key lock); a tuple
+        // of the table's own descriptor.
+        unsafe {
+            let tuple = pg_sys::heap_form_tuple((*self.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let mut tid = row.tid;
+            if update_needs_index_entries(self.rel, &mut tid, tuple) {
+                self.index(tuple, values);
+            }
+            pg_sys::CommandCounterIncrement();
+        }
+    }
+
+    /// Deletes `row`.
+    fn delete(&self, row: &Found) {
+        // SAFETY: the row we just read; nobody else writes it (we hold its key lock).
+        unsafe {
+            let mut tid = row.tid;
+            pg_sys::simple_heap_delete(self.rel, &mut tid);
+            pg_sys::CommandCounterIncrement();
+        }
+    }
+
+    /// The primary key's entry of `tuple`, whose columns are `values`.
+    ///
+    /// # Safety
+    /// `tuple` was just inserted into the table (its `t_self` is set).
+    unsafe fn index(&self, tuple: pg_sys::HeapTuple, values: &[Datum; COLUMNS]) {
+        let mut key = [values[KEY], values[HOLDER]];
+        let mut nulls = [false; 2];
+        // SAFETY: as the caller promised; the index's two columns, never NULL.
+        unsafe {
+            pg_sys::index_insert(
+                self.pkey,
+                key.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+                &mut (*tuple).t_self,
+                self.rel,
+                pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES,
+                false,
+                pg_sys::BuildIndexInfo(self.pkey),
+            );
         }
     }
 
     fn close(self) {
         // SAFETY: closes what `open` opened; the locks stay until the transaction ends.
         unsafe {
-            if let Some(session_bound) = self.session_bound {
-                pg_sys::index_close(session_bound, pg_sys::NoLock as i32);
-            }
             pg_sys::index_close(self.pkey, pg_sys::NoLock as i32);
             pg_sys::table_close(self.rel, pg_sys::NoLock as i32);
         }
     }
 }
 
-fn column<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> Option<T> {
-    // SAFETY: `slot_getsomeattrs_int` filled the first COLUMNS values of the slot.
+/// `simple_heap_update`: whether the new version needs index entries (not a heap-only tuple).
+/// 16 made the function say so; before, the tuple's flag did.
+///
+/// # Safety
+/// As `simple_heap_update`'s: `tid` is a live row of `rel` that nobody else is updating.
+unsafe fn update_needs_index_entries(
+    rel: pg_sys::Relation,
+    tid: &mut pg_sys::ItemPointerData,
+    tuple: pg_sys::HeapTuple,
+) -> bool {
+    // SAFETY: as the caller promised.
     unsafe {
-        let slot = &*slot;
-        T::from_datum(*slot.tts_values.add(n), *slot.tts_isnull.add(n))
+        #[cfg(feature = "pg15")]
+        {
+            pg_sys::simple_heap_update(rel, tid, tuple);
+            (*(*tuple).t_data).t_infomask2 as u32 & pg_sys::HEAP_ONLY_TUPLE == 0
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+            pg_sys::simple_heap_update(rel, tid, tuple, &mut update_indexes);
+            update_indexes == pg_sys::TU_UpdateIndexes::TU_All
+        }
     }
+}
+
+/// A column that must not be NULL: a NULL means the table is not what dlock made, which is an
+/// internal error, never a lease with fence 0.
+fn required<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> T {
+    column(slot, n).unwrap_or_else(|| {
+        pgrx::error!("dlock: internal error: dlock_internal.lease.{} is NULL", row::COLUMNS[n].0)
+    })
+}
+
+/// The row in `slot` (its columns read).
+fn found_in(slot: *mut pg_sys::TupleTableSlot) -> Found {
+    let kind = required::<i8>(slot, KIND);
+    let held = required::<i32>(slot, HOLD_COUNT) > 0;
+    Found {
+        // SAFETY: the slot holds the row just fetched.
+        tid: unsafe { (*slot).tts_tid },
+        holder: required(slot, HOLDER),
+        lease: held.then(|| Lease {
+            owner: required(slot, OWNER),
+            role: required::<Oid>(slot, ROLE).to_u32(),
+            fence: required(slot, FENCE),
+            hold_count: required(slot, HOLD_COUNT),
+            acquired_at: required(slot, ACQUIRED_AT),
+            expires_at: required(slot, EXPIRES_AT),
+            holder_pid: required(slot, HOLDER_PID),
+            kind: Kind::from_code(kind as u8).unwrap_or_else(|| {
+                pgrx::error!("dlock: internal error: unknown lease kind {:?}", kind as u8 as char)
+            }),
+            max_holders: column(slot, MAX_HOLDERS),
+            lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
+            info: column(slot, INFO),
+        }),
+        kind,
+        fence: required(slot, FENCE),
+        acquired_at: required(slot, ACQUIRED_AT),
+        expires_at: required(slot, EXPIRES_AT),
+        lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
+    }
+}
+
+/// The leases of `key` (of `owner` only, if given), in fence order (as `statements::read`).
+/// For an owner, two probes of the primary key (its owner row, the key row), never a walk over
+/// every entry of a key whose hand-offs left many.
+pub fn read(key: &str, owner: Option<&str>) -> Result<Vec<Lease>, Fallback> {
+    let table = Table::open(Access::Read)?;
+    let rows = match owner {
+        None => table.rows(key, None),
+        Some(owner) => {
+            let mut rows: Vec<Found> = table.row(key, owner).into_iter().collect();
+            rows.extend(table.row(key, KEY_ROW).filter(|r| r.owner_is(owner)));
+            rows
+        }
+    };
+    table.close();
+    let mut leases: Vec<Lease> = rows.into_iter().filter_map(|r| r.lease).collect();
+    leases.sort_by_key(|l| l.fence);
+    Ok(leases)
+}
+
+/// The columns of `new`'s lease in the row of `holder`, with a fresh fence.
+fn lease_row(table: &Table, new: &NewLease, holder: &str) -> ([Datum; COLUMNS], [bool; COLUMNS], i64) {
+    // SAFETY: draws from the fence sequence (WAL-logged; the grant's commit flushes it).
+    let fence = unsafe { nextval_internal(table.sequence, false) };
+    let mut values = [Datum::from(0); COLUMNS];
+    let mut nulls = [false; COLUMNS];
+    values[KEY] = new.key.into_datum().expect("text datum");
+    values[OWNER] = new.owner.into_datum().expect("text datum");
+    values[ROLE] = Oid::from(new.role).into_datum().expect("oid datum");
+    values[FENCE] = fence.into_datum().expect("int8 datum");
+    values[HOLD_COUNT] = 1i32.into_datum().expect("int4 datum");
+    values[ACQUIRED_AT] = Datum::from(new.acquired_at);
+    values[EXPIRES_AT] = Datum::from(new.expires_at);
+    values[HOLDER_PID] = new.holder_pid.into_datum().expect("int4 datum");
+    values[KIND] = (new.kind.code() as i8).into_datum().expect("char datum");
+    match new.max_holders {
+        Some(n) => values[MAX_HOLDERS] = n.into_datum().expect("int4 datum"),
+        None => nulls[MAX_HOLDERS] = true,
+    }
+    values[LOCK_DELAY] = interval_datum(new.lock_delay);
+    match new.info {
+        Some(info) => values[INFO] = info.into_datum().expect("text datum"),
+        None => nulls[INFO] = true,
+    }
+    values[HOLDER] = holder.into_datum().expect("text datum");
+    (values, nulls, fence)
+}
+
+/// Writes `new`'s lease into `slot`: over the slot's row (any lease in it is over: the caller
+/// decided, or found the key free) or into a new one; its fence.
+fn write(table: &Table, new: &NewLease, slot: Slot, existing: Option<&Found>) -> i64 {
+    let holder = slot.holder(new.owner);
+    let (mut values, mut nulls, fence) = lease_row(table, new, holder);
+    match existing {
+        Some(row) => table.update(row, &mut values, &mut nulls),
+        None => {
+            table.insert(&mut values, &mut nulls);
+            super::sweep::row_added();
+        }
+    }
+    fence
+}
+
+/// Grants `new` in `slot` if no row of its key holds a lease; its fence, or `None`.
+pub fn try_grant(new: &NewLease, slot: Slot) -> Result<Option<i64>, Fallback> {
+    let table = Table::open(Access::Write)?;
+    let rows = table.rows(new.key, None);
+    let fence = if rows.iter().any(Found::held) {
+        None
+    } else {
+        let holder = slot.holder(new.owner);
+        let existing = rows.iter().find(|r| r.holder == holder);
+        Some(write(&table, new, slot, existing))
+    };
+    table.close();
+    Ok(fence)
+}
+
+/// Writes a lease the caller decided to grant into `slot` (over the slot's row, if any); its
+/// fence.
+pub fn grant(new: &NewLease, slot: Slot) -> Result<i64, Fallback> {
+    let table = Table::open(Access::Write)?;
+    let existing = table.row(new.key, slot.holder(new.owner));
+    let fence = write(&table, new, slot, existing.as_ref());
+    table.close();
+    Ok(fence)
+}
+
+/// Frees the last hold of a live TTL lease of `owner` and `role` (of kind `only`, if given):
+/// the key row marked free at `now`, or the owner's row deleted. Its kind, if there was one.
+pub fn release_last_hold(
+    key: &str,
+    owner: &str,
+    role: u32,
+    now: Timestamp,
+    only: Option<Kind>,
+) -> Result<Option<Kind>, Fallback> {
+    let table = Table::open(Access::Write)?;
+    let last_hold = |row: &Found| {
+        let lease = row.lease.as_ref()?;
+        let ours = lease.owner == owner
+            && lease.role == role
+            && lease.hold_count == 1
+            && lease.expires_at > now
+            && lease.expires_at < INFINITY;
+        (ours && only.is_none_or(|only| only == lease.kind)).then_some(lease.kind)
+    };
+    let mut released = None;
+    if let Some(row) = table.row(key, KEY_ROW)
+        && let Some(kind) = last_hold(&row)
+    {
+        let (mut values, mut nulls) = freed(key, &row, now);
+        table.update(&row, &mut values, &mut nulls);
+        released = Some(kind);
+    } else if let Some(row) = table.row(key, owner)
+        && let Some(kind) = last_hold(&row)
+    {
+        table.delete(&row);
+        released = Some(kind);
+    }
+    table.close();
+    Ok(released)
+}
+
+/// Deletes the row of `key` and `holder` if `due` holds of it as it is now (the caller holds the
+/// key's lock): what it deleted.
+pub fn delete_row_if(
+    key: &str,
+    holder: &str,
+    due: impl FnOnce(&Stored) -> bool,
+) -> Result<Option<Deleted>, Fallback> {
+    let table = Table::open(Access::Write)?;
+    let deleted = table.row(key, holder).and_then(|row| {
+        due(&row.stored(key)).then(|| {
+            table.delete(&row);
+            Deleted { lease: row.lease }
+        })
+    });
+    table.close();
+    Ok(deleted)
+}
+
+/// The columns of key row `row` of `key` once free (at `now`): nobody's, no hold; its kind,
+/// last fence and time of grant stay.
+fn freed(key: &str, row: &Found, now: Timestamp) -> ([Datum; COLUMNS], [bool; COLUMNS]) {
+    let mut values = [Datum::from(0); COLUMNS];
+    let mut nulls = [true; COLUMNS];
+    let mut set = |n: usize, value: Datum| {
+        values[n] = value;
+        nulls[n] = false;
+    };
+    set(KEY, key.into_datum().expect("text datum"));
+    set(FENCE, row.fence.into_datum().expect("int8 datum"));
+    set(HOLD_COUNT, 0i32.into_datum().expect("int4 datum"));
+    set(ACQUIRED_AT, Datum::from(row.acquired_at));
+    set(EXPIRES_AT, Datum::from(now));
+    set(KIND, row.kind.into_datum().expect("char datum"));
+    set(LOCK_DELAY, interval_datum(0));
+    set(HOLDER, row.holder.as_str().into_datum().expect("text datum"));
+    (values, nulls)
 }
 
 fn item_pointer(page: u32, offset: u16) -> pg_sys::ItemPointerData {
@@ -181,11 +463,20 @@ fn item_pointer(page: u32, offset: u16) -> pg_sys::ItemPointerData {
     }
 }
 
-/// The lease table opened for the sweep's page reads (its lock kept until the transaction ends),
-/// if its access method has TID range scans.
+/// The lease table opened for whole-page and whole-table reads (its lock kept until the
+/// transaction ends), if its access method has TID range scans.
 pub struct Pages {
     rel: pg_sys::Relation,
     am: &'static pg_sys::TableAmRoutine,
+}
+
+/// A column of the slot just read.
+fn column<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> Option<T> {
+    // SAFETY: `slot_getsomeattrs_int` filled the first COLUMNS values of the slot.
+    unsafe {
+        let slot = &*slot;
+        T::from_datum(*slot.tts_values.add(n), *slot.tts_isnull.add(n))
+    }
 }
 
 impl Pages {
@@ -214,235 +505,124 @@ impl Pages {
         })
     }
 
-    /// (key, owner) of the visible rows on heap page `page` whose TTL and lock-delay ran out by
-    /// `now`: a TID range scan of that one page, as the SQL statement's plan does.
-    pub fn expired_on(&self, page: i64, now: Timestamp) -> Vec<(String, String)> {
-        let Ok(page) = u32::try_from(page) else { return Vec::new() };
+    /// Calls `f` on every visible row of heap page `page` (a TID range scan of that page, as
+    /// the SQL statement's plan does), or of the whole table (`None`: a sequential scan).
+    fn each(&self, page: Option<u32>, mut f: impl FnMut(*mut pg_sys::TupleTableSlot)) {
         let am = self.am;
         // Present: every access method has scan_begin/scan_end, `open` checked the other two.
-        let (Some(begin), Some(set_range), Some(next), Some(end)) =
-            (am.scan_begin, am.scan_set_tidrange, am.scan_getnextslot_tidrange, am.scan_end)
-        else {
-            return Vec::new();
+        let (Some(begin), Some(set_range), Some(next_in_range), Some(next), Some(end)) = (
+            am.scan_begin,
+            am.scan_set_tidrange,
+            am.scan_getnextslot_tidrange,
+            am.scan_getnextslot,
+            am.scan_end,
+        ) else {
+            return;
         };
-        // SAFETY: a table AM scan with a registered snapshot, as the executor's TID range scan
-        // does; the slot and scan are released before returning (an error releases them with
-        // the transaction's resources).
+        // SAFETY: a table AM scan with a registered snapshot, as the executor's TID range and
+        // sequential scans do; released before returning (an error releases it with the
+        // transaction's resources).
         unsafe {
             pg_sys::CommandCounterIncrement();
             let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            let flags = pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+            let kind = if page.is_some() {
+                pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN
+            } else {
+                pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+            };
+            let flags = kind | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
             let scan = begin(self.rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
-            let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
-            set_range(scan, &mut first, &mut last);
+            if let Some(page) = page {
+                let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
+                set_range(scan, &mut first, &mut last);
+            }
             let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            let mut expired = Vec::new();
-            while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+            let direction = pg_sys::ScanDirection::ForwardScanDirection;
+            while if page.is_some() {
+                next_in_range(scan, direction, slot)
+            } else {
+                next(scan, direction, slot)
+            } {
                 pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                let delay = column::<Interval>(slot, LOCK_DELAY).map_or(0, micros);
-                if column::<i64>(slot, EXPIRES_AT).is_some_and(|e| e.saturating_add(delay) <= now)
-                    && let (Some(key), Some(owner)) =
-                        (column::<String>(slot, KEY), column::<String>(slot, OWNER))
-                {
-                    expired.push((key, owner));
-                }
+                f(slot);
             }
             pg_sys::ExecDropSingleTupleTableSlot(slot);
             end(scan);
             pg_sys::UnregisterSnapshot(snapshot);
-            expired
         }
+    }
+
+    /// Tells the free space map how much room heap page `page` has now. The scan that read it
+    /// pruned it, but only VACUUM records what pruning freed: without this, inserts of new keys
+    /// extend the table until autovacuum comes round, and a churn of fresh keys leaves it many
+    /// times the size its rows need.
+    pub fn record_free_space(&self, page: i64) {
+        let Ok(block) = u32::try_from(page) else { return };
+        if i64::from(block) >= self.count() {
+            return;
+        }
+        // SAFETY: a block of an open relation (below its size; truncation needs a lock that
+        // conflicts with ours), pinned and share-locked while its page is read.
+        unsafe {
+            let buffer = pg_sys::ReadBuffer(self.rel, block);
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+            let free = pg_sys::PageGetHeapFreeSpace(pg_sys::BufferGetPage(buffer).cast());
+            pg_sys::UnlockReleaseBuffer(buffer);
+            pg_sys::RecordPageWithFreeSpace(self.rel, block, free);
+            // Inserts search the map from its top: tell the upper levels too.
+            pg_sys::FreeSpaceMapVacuumRange(self.rel, block, block + 1);
+        }
+    }
+
+    /// The rows of heap page `page`, as the sweep sees them.
+    pub fn rows_on(&self, page: i64) -> Vec<Stored> {
+        let Ok(page) = u32::try_from(page) else { return Vec::new() };
+        let mut rows = Vec::new();
+        self.each(Some(page), |slot| {
+            let (Some(key), Some(holder), Some(hold_count), Some(expires_at)) = (
+                column::<String>(slot, KEY),
+                column::<String>(slot, HOLDER),
+                column::<i32>(slot, HOLD_COUNT),
+                column::<i64>(slot, EXPIRES_AT),
+            ) else {
+                return;
+            };
+            rows.push(Stored {
+                key,
+                holder,
+                hold_count,
+                expires_at,
+                lock_delay: column::<Interval>(slot, LOCK_DELAY).map_or(0, micros),
+                fence: column(slot, FENCE),
+                owner: column(slot, OWNER),
+            });
+        });
+        rows
     }
 
     /// (election, term, expires_at) of every election's leader with a TTL, live or expired: a
     /// sequential scan of the whole table, as the SQL statement's plan is (a handful of rows
     /// match, one per election).
     pub fn leaders(&self) -> Vec<(String, i64, Timestamp)> {
-        let am = self.am;
-        let (Some(begin), Some(next), Some(end)) = (am.scan_begin, am.scan_getnextslot, am.scan_end) else {
-            return Vec::new();
-        };
-        // SAFETY: a table AM scan with a registered snapshot, as the executor's sequential scan
-        // does; released before returning (an error releases it with the transaction).
-        unsafe {
-            pg_sys::CommandCounterIncrement();
-            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
-            let scan = begin(self.rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
-            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            let mut leaders = Vec::new();
-            while next(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                let leader = column::<i8>(slot, KIND) == Some(Kind::Leader.code() as i8);
-                if let (true, Some(key), Some(fence), Some(expires_at)) = (
-                    leader,
-                    column::<String>(slot, KEY),
-                    column::<i64>(slot, FENCE),
-                    column::<i64>(slot, EXPIRES_AT),
-                ) && expires_at < INFINITY
-                {
-                    leaders.push((key, fence, expires_at));
-                }
+        let mut leaders = Vec::new();
+        self.each(None, |slot| {
+            let leader = column::<i8>(slot, KIND) == Some(Kind::Leader.code() as i8)
+                && column::<i32>(slot, HOLD_COUNT).is_some_and(|n| n > 0);
+            if let (true, Some(key), Some(fence), Some(expires_at)) = (
+                leader,
+                column::<String>(slot, KEY),
+                column::<i64>(slot, FENCE),
+                column::<i64>(slot, EXPIRES_AT),
+            ) && expires_at < INFINITY
+            {
+                leaders.push((key, fence, expires_at));
             }
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-            end(scan);
-            pg_sys::UnregisterSnapshot(snapshot);
-            leaders
-        }
+        });
+        leaders
     }
 
     pub fn close(self) {
         // SAFETY: closes what `open` opened; the lock stays until the transaction ends.
         unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as i32) };
     }
-}
-
-/// Every row of `key` (of `owner` only, if given), in fence order (as `statements::read`).
-pub fn read(key: &str, owner: Option<&str>) -> Result<Vec<Lease>, Fallback> {
-    let table = Table::open(Access::Read)?;
-    let mut rows = Vec::new();
-    table.scan(key, owner, |slot| {
-        if let Some(slot) = slot {
-            rows.push(lease_of(slot));
-        }
-        true
-    });
-    table.close();
-    rows.sort_by_key(|l| l.fence);
-    Ok(rows)
-}
-
-/// A column that must not be NULL: a NULL means the table is not what dlock made, which is an
-/// internal error, never a lease with fence 0.
-fn required<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> T {
-    column(slot, n).unwrap_or_else(|| {
-        pgrx::error!("dlock: internal error: dlock_internal.lease.{} is NULL", row::COLUMNS[n].0)
-    })
-}
-
-fn lease_of(slot: *mut pg_sys::TupleTableSlot) -> Lease {
-    let kind = required::<i8>(slot, KIND) as u8;
-    Lease {
-        owner: required(slot, OWNER),
-        role: required::<Oid>(slot, ROLE).to_u32(),
-        fence: required(slot, FENCE),
-        hold_count: required(slot, HOLD_COUNT),
-        acquired_at: required(slot, ACQUIRED_AT),
-        expires_at: required(slot, EXPIRES_AT),
-        holder_pid: required(slot, HOLDER_PID),
-        kind: Kind::from_code(kind)
-            .unwrap_or_else(|| pgrx::error!("dlock: internal error: unknown lease kind {:?}", kind as char)),
-        max_holders: column(slot, MAX_HOLDERS),
-        lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
-        info: column(slot, INFO),
-    }
-}
-
-/// Which rows stop `try_insert`.
-pub enum Unless {
-    /// Any row of the key: the insert is the grant's decision (a key with no row is free).
-    KeyHasRows,
-    /// A row of the new lease's owner (SQL replaces it): the caller decided the grant. This
-    /// reads the owner's index entries only, not every dead one a hot key's hand-offs left.
-    OwnerHasRow,
-}
-
-/// Inserts a new lease unless rows stop it; its fence, or `None` when one does.
-pub fn try_insert(new: &NewLease, unless: Unless) -> Result<Option<i64>, Fallback> {
-    let table = Table::open(Access::Write { session_bound_row: new.expires_at == INFINITY })?;
-    let owner = match unless {
-        Unless::KeyHasRows => None,
-        Unless::OwnerHasRow => Some(new.owner),
-    };
-    let taken = table.with_row(new.key, owner, |row| row.is_some());
-    if taken {
-        table.close();
-        return Ok(None);
-    }
-    // SAFETY: a tuple of the table's own descriptor, inserted with its index entries, as
-    // ExecInsert does; the unique index still checks the key.
-    let fence = unsafe {
-        let fence = nextval_internal(table.sequence, false);
-        let key = new.key.into_datum().expect("text datum");
-        let owner = new.owner.into_datum().expect("text datum");
-        let mut values = [Datum::from(0); COLUMNS];
-        let mut nulls = [false; COLUMNS];
-        values[KEY] = key;
-        values[OWNER] = owner;
-        values[ROLE] = Oid::from(new.role).into_datum().expect("oid datum");
-        values[FENCE] = fence.into_datum().expect("int8 datum");
-        values[HOLD_COUNT] = 1i32.into_datum().expect("int4 datum");
-        values[ACQUIRED_AT] = Datum::from(new.acquired_at);
-        values[EXPIRES_AT] = Datum::from(new.expires_at);
-        values[HOLDER_PID] = new.holder_pid.into_datum().expect("int4 datum");
-        values[KIND] = (new.kind.code() as i8).into_datum().expect("char datum");
-        match new.max_holders {
-            Some(n) => values[MAX_HOLDERS] = n.into_datum().expect("int4 datum"),
-            None => nulls[MAX_HOLDERS] = true,
-        }
-        values[LOCK_DELAY] = interval_datum(new.lock_delay);
-        match new.info {
-            Some(info) => values[INFO] = info.into_datum().expect("text datum"),
-            None => nulls[INFO] = true,
-        }
-        let tuple = pg_sys::heap_form_tuple((*table.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
-        pg_sys::simple_heap_insert(table.rel, tuple);
-        let insert =
-            |index: pg_sys::Relation, values: &mut [Datum], unique: pg_sys::IndexUniqueCheck::Type| {
-                let mut nulls = [false; 2];
-                pg_sys::index_insert(
-                    index,
-                    values.as_mut_ptr(),
-                    nulls.as_mut_ptr(),
-                    &mut (*tuple).t_self,
-                    table.rel,
-                    unique,
-                    false,
-                    pg_sys::BuildIndexInfo(index),
-                );
-            };
-        insert(table.pkey, &mut [key, owner], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES);
-        // The partial index holds session-bound rows only (`WHERE expires_at = 'infinity'`):
-        // opened for one of those.
-        if let Some(session_bound) = table.session_bound {
-            insert(session_bound, &mut [key], pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO);
-        }
-        pg_sys::CommandCounterIncrement();
-        fence
-    };
-    table.close();
-    Ok(Some(fence))
-}
-
-/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
-/// lease it deleted.
-pub fn delete_last_hold(
-    key: &str,
-    owner: &str,
-    role: u32,
-    now: Timestamp,
-    only: Option<Kind>,
-) -> Result<Option<Kind>, Fallback> {
-    let table = Table::open(Access::Write { session_bound_row: false })?;
-    let deleted = table.with_row(key, Some(owner), |row| {
-        let slot = row?;
-        let expires_at: Option<i64> = column(slot, EXPIRES_AT);
-        let ours = column::<String>(slot, OWNER).as_deref() == Some(owner)
-            && column::<Oid>(slot, ROLE) == Some(Oid::from(role))
-            && column::<i32>(slot, HOLD_COUNT) == Some(1)
-            && expires_at.is_some_and(|e| e > now && e < INFINITY)
-            && column::<String>(slot, KEY).as_deref() == Some(key);
-        let kind = column::<i8>(slot, KIND).and_then(|code| Kind::from_code(code as u8))?;
-        if !ours || only.is_some_and(|only| only != kind) {
-            return None;
-        }
-        // SAFETY: the row we just read; nobody else writes it (we hold its key lock).
-        unsafe {
-            pg_sys::simple_heap_delete(table.rel, &mut (*slot).tts_tid);
-            pg_sys::CommandCounterIncrement();
-        }
-        Some(kind)
-    });
-    table.close();
-    Ok(deleted)
 }

@@ -1,8 +1,9 @@
-//! The lease table's relations (table, its two indexes, the fence sequence), looked up once per
+//! The lease table's relations (table, its primary key, the fence sequence), looked up once per
 //! session and forgotten on any relcache invalidation of them; its owner, as whom dlock's own
-//! statements run; and its shape: exactly what the direct path writes, release 0.1.0's, or other.
+//! statements run; and its shape: exactly what the direct path writes, an earlier release's
+//! (a database whose `ALTER EXTENSION dlock UPDATE` has not run yet), or other.
 
-use crate::store::row::{COLUMNS, RELEASE_010_COLUMNS};
+use crate::store::row::{COLUMNS, RELEASE_010_COLUMNS, RELEASE_020_COLUMNS};
 use pgrx::PgTupleDesc;
 use pgrx::pg_sys::{self, Datum, Oid};
 
@@ -11,7 +12,6 @@ use pgrx::pg_sys::{self, Datum, Oid};
 pub struct Relations {
     pub table: Oid,
     pub pkey: Oid,
-    pub session_bound: Oid,
     pub sequence: Oid,
     /// The lease table's owner: dlock's own statements run as this role (`pg::role::as_owner`).
     pub owner: Oid,
@@ -25,6 +25,8 @@ pub enum Shape {
     /// Exactly `row::COLUMNS`, in that order and with those types, and nothing else: only then
     /// may the direct path form and read its tuples.
     Exact,
+    /// Release 0.2.0's table (its first twelve columns: a row per holder, no key rows).
+    Release020,
     /// Release 0.1.0's table (its first eight columns, one row per key): this library serves a
     /// database whose `ALTER EXTENSION dlock UPDATE` has not run yet, with exclusive leases only
     /// (0.1.0's SQL declares no other).
@@ -44,8 +46,7 @@ thread_local! {
 unsafe extern "C-unwind" fn forget(_arg: Datum, relid: Oid) {
     CACHED.with(|cached| {
         if let Some(r) = cached.get()
-            && (relid == pg_sys::InvalidOid
-                || [r.table, r.pkey, r.session_bound, r.sequence].contains(&relid))
+            && (relid == pg_sys::InvalidOid || [r.table, r.pkey, r.sequence].contains(&relid))
         {
             cached.set(None);
         }
@@ -69,6 +70,8 @@ fn shape(desc: pg_sys::TupleDesc) -> Shape {
     };
     if columns_are(&COLUMNS) {
         Shape::Exact
+    } else if columns_are(&COLUMNS[..RELEASE_020_COLUMNS]) {
+        Shape::Release020
     } else if columns_are(&COLUMNS[..RELEASE_010_COLUMNS]) {
         Shape::Release010
     } else {
@@ -87,12 +90,11 @@ pub fn relations() -> Option<Relations> {
     let found = Relations {
         table,
         pkey: relid(schema, c"lease_pkey"),
-        session_bound: relid(schema, c"lease_session_bound"),
         sequence: relid(schema, c"fence_seq"),
         owner: pg_sys::InvalidOid,
         shape: Shape::Other,
     };
-    if [found.table, found.pkey, found.session_bound, found.sequence].contains(&pg_sys::InvalidOid) {
+    if [found.table, found.pkey, found.sequence].contains(&pg_sys::InvalidOid) {
         return None;
     }
     // SAFETY: opens the table to read its owner and shape from the relcache; the lock is kept,

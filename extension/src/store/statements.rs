@@ -1,12 +1,17 @@
 //! Every SQL statement dlock runs against the lease table, `dlock_internal.lease`, run as the
-//! table's owner (dlock's functions run as their caller, who may not touch it). The table has a
-//! row per holder of a key, keyed by (key, owner). Callers hold the key lock of any key they
-//! change, so no two transactions ever write a key's rows at once.
+//! table's owner (dlock's functions run as their caller, who may not touch it). Callers hold the
+//! key lock of any key they change, so no two transactions ever write a key's rows at once.
+//!
+//! A set of statements per table shape (`relation::Shape`): this release's (key rows and owner
+//! rows, `row.rs`), and release 0.2.0's and 0.1.0's (a row per holder, keyed by owner), which
+//! this library serves until `ALTER EXTENSION dlock UPDATE` brings the table to this release.
+//! On those the owner's row is the only slot: a grant there replaces the owner's row, a release
+//! deletes it.
 
 use crate::pg::role;
 use crate::pg::spi::{self, Spi, Statement, arg};
-use crate::store::relation;
-use crate::store::row::NewLease;
+use crate::store::relation::{self, Shape};
+use crate::store::row::{NewLease, Slot, Stored};
 use dlock_core::lease::{Kind, Lease};
 use dlock_core::{Micros, Timestamp};
 use pgrx::datum::Interval;
@@ -20,169 +25,442 @@ const INT8: Oid = pg_sys::INT8OID;
 const TSTZ: Oid = pg_sys::TIMESTAMPTZOID;
 const CHAR: Oid = pg_sys::CHAROID;
 
-static READ: Statement = Statement {
-    sql: concat!(
-        "SELECT ",
-        "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, \
-         max_holders, (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) 1000000::pg_catalog.numeric)::pg_catalog.int8, info",
-        " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 ORDER BY fence"
-    ),
-    args: &[TEXT],
-};
+/// The statements of one table shape.
+struct Statements {
+    /// (lease columns) of the leases of key $1 (held rows), in fence order.
+    read: Statement,
+    /// (lease columns) of owner $2's lease of key $1, if any.
+    read_own: Statement,
+    /// (fence) of a grant of $1..$10 into the row of holder $11 (inserted, or written over).
+    grant: Statement,
+    /// The same, only if no row of the key holds a lease.
+    try_grant: Statement,
+    /// (kind) of the last hold of a live TTL lease of owner $2 and role $3 freed, by $4, of
+    /// kind $5 if not NULL: the key row's, marked free (tables of earlier releases have none).
+    release_key_row: Option<Statement>,
+    /// The same for the owner's row, deleted.
+    release_owner_row: Statement,
+    reenter: Statement,
+    set_expiry: Statement,
+    decrement: Statement,
+    /// Frees the row of owner $2's lease of key $1 with fence $4: the key row marked free by $3.
+    free_key_row: Option<Statement>,
+    /// ... an owner row deleted.
+    free_owner_row: Statement,
+    keys_of_owner: Statement,
+    /// (key, holder, hold_count, expires_at, lock_delay µs, fence) of the rows of heap page $1.
+    rows_on_page: Statement,
+    /// The same for the row of key $1 and holder $2.
+    row_of: Statement,
+    /// Deletes the row of key $1 and holder $2.
+    delete_row: Statement,
+    /// Every election leader with a TTL (0.1.0's table has no elections).
+    leaders: Option<Statement>,
+    all: Statement,
+}
 
-// A new lease (or one replacing a dead lease of the same owner); the fence comes from a
-// WAL-logged sequence, so it only ever grows, across crashes, restarts and failover.
-static GRANT: Statement = Statement {
-    sql: "INSERT INTO dlock_internal.lease AS l \
-            (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, max_holders, \
-             lock_delay, info) \
-          VALUES ($1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6, \
-                  $7, $8, $9::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval, $10) \
-          ON CONFLICT (key, owner) DO UPDATE SET role = excluded.role, fence = excluded.fence, hold_count = 1, \
-            acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, holder_pid = excluded.holder_pid, \
-            kind = excluded.kind, max_holders = excluded.max_holders, lock_delay = excluded.lock_delay, \
-            info = excluded.info \
-          RETURNING l.fence",
-    args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT],
-};
+/// The columns `lease_from` reads, after any columns before them.
+macro_rules! lease_columns {
+    () => {
+        "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, max_holders, \
+         (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) \
+         1000000::pg_catalog.numeric)::pg_catalog.int8, info"
+    };
+}
 
-// The common case in one statement: a key with no row at all is granted at once. Otherwise
-// nothing is written (a failed try stays read-only and needs no commit flush); the caller then
-// reads the rows to decide. (The fence sequence does not advance then.)
-static TRY_GRANT: Statement = Statement {
-    sql: "INSERT INTO dlock_internal.lease AS l \
-            (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, max_holders, \
-             lock_delay, info) \
-          SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6, \
-                 $7, $8, $9::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval, $10 \
-           WHERE NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1) \
-          RETURNING l.fence",
-    args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT],
-};
+/// The values of a grant: $1 key, $2 owner, $3 role, $4 acquired_at, $5 expires_at,
+/// $6 holder_pid, $7 kind, $8 max_holders, $9 lock_delay µs, $10 info. The fence comes from a
+/// WAL-logged sequence, drawn in the transaction that writes the grant (so its commit's flush
+/// covers the sequence's record): it only ever grows, across crashes, restarts and failover.
+macro_rules! grant_values {
+    () => {
+        "$2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6, \
+         $7, $8, $9::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval, $10"
+    };
+}
 
-// The common release in one statement: the last hold of a live TTL lease by its own role.
-static RELEASE_LAST_HOLD: Statement = Statement {
-    sql: "DELETE FROM dlock_internal.lease \
-          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
-            AND role OPERATOR(pg_catalog.=) $3 AND hold_count OPERATOR(pg_catalog.=) 1 \
-            AND expires_at OPERATOR(pg_catalog.>) $4 \
-            AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz \
-            AND ($5 IS NULL OR kind OPERATOR(pg_catalog.=) $5) \
-          RETURNING kind",
-    args: &[TEXT, TEXT, OID, TSTZ, CHAR],
-};
+/// The grant's upsert on this release's table: the row of ($1, holder $11), written over.
+macro_rules! grant_upsert {
+    () => {
+        " ON CONFLICT (key, holder) DO UPDATE SET owner = excluded.owner, role = excluded.role, \
+           fence = excluded.fence, hold_count = 1, acquired_at = excluded.acquired_at, \
+           expires_at = excluded.expires_at, holder_pid = excluded.holder_pid, kind = excluded.kind, \
+           max_holders = excluded.max_holders, lock_delay = excluded.lock_delay, info = excluded.info \
+         RETURNING l.fence"
+    };
+}
 
-static REENTER: Statement = Statement {
-    sql: "UPDATE dlock_internal.lease \
-          SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
-          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-    args: &[TEXT, TEXT, TSTZ, INT4],
-};
+/// A row that holds a lease.
+macro_rules! held {
+    () => {
+        "hold_count OPERATOR(pg_catalog.>) 0"
+    };
+}
 
-static SET_EXPIRY: Statement = Statement {
-    sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
-          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-    args: &[TEXT, TEXT, TSTZ],
-};
+/// Owner $2's row of key $1: its owner row, or the key row if it holds the lease (two index
+/// probes, never a walk over every entry of a busy key).
+macro_rules! owners_row {
+    () => {
+        "key OPERATOR(pg_catalog.=) $1 \
+         AND holder OPERATOR(pg_catalog.=) ANY (ARRAY[$2, '']::pg_catalog.text[]) \
+         AND owner OPERATOR(pg_catalog.=) $2 AND hold_count OPERATOR(pg_catalog.>) 0"
+    };
+}
 
-static DECREMENT: Statement = Statement {
-    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
-          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-    args: &[TEXT, TEXT],
-};
+/// A free key row: nobody's, no hold; `expires_at` says since when.
+macro_rules! freed {
+    ($since:literal) => {
+        concat!(
+            "owner = NULL, role = NULL, hold_count = 0, expires_at = ",
+            $since,
+            ", holder_pid = NULL, max_holders = NULL, lock_delay = '0'::pg_catalog.interval, info = NULL"
+        )
+    };
+}
 
-static DELETE: Statement = Statement {
-    sql: "DELETE FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-    args: &[TEXT, TEXT],
-};
+/// The live TTL lease with one hold left of owner $2 and role $3 at $4, of kind $5 if given.
+macro_rules! last_hold {
+    () => {
+        "owner OPERATOR(pg_catalog.=) $2 AND role OPERATOR(pg_catalog.=) $3 \
+         AND hold_count OPERATOR(pg_catalog.=) 1 AND expires_at OPERATOR(pg_catalog.>) $4 \
+         AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz \
+         AND ($5 IS NULL OR kind OPERATOR(pg_catalog.=) $5)"
+    };
+}
 
-static KEYS_OF_OWNER: Statement = Statement {
-    sql: "SELECT key FROM dlock_internal.lease \
-          WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) ORDER BY key",
-    args: &[TEXT, OID],
-};
+const GRANT_ARGS: &[Oid] = &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT, TEXT];
+const LAST_HOLD_ARGS: &[Oid] = &[TEXT, TEXT, OID, TSTZ, CHAR];
 
-static PAGE_COUNT: Statement = Statement {
-    sql: "SELECT pg_catalog.pg_relation_size('dlock_internal.lease'::pg_catalog.regclass) \
-          OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8",
-    args: &[],
-};
-
-// One heap page: a TID range scan reads exactly that page, whatever the table's size (the
-// caller disables sequential scans while it runs, so a plan made on an empty table stays right).
-// A lease is over once its TTL and its lock-delay have run out.
-static EXPIRED_ON_PAGE: Statement = Statement {
-    sql: "SELECT key, owner FROM dlock_internal.lease \
-          WHERE ctid OPERATOR(pg_catalog.>=) pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
-            AND ctid OPERATOR(pg_catalog.<) pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid \
-            AND expires_at OPERATOR(pg_catalog.+) lock_delay OPERATOR(pg_catalog.<=) $2",
-    args: &[INT8, TSTZ],
-};
-
-// Every election's leader with a TTL (a handful of rows at most: one per election).
-static LEADERS: Statement = Statement {
-    sql: "SELECT key, fence, expires_at FROM dlock_internal.lease \
-          WHERE kind OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\" \
-            AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz",
-    args: &[],
-};
-
-// The partial index on session-bound rows makes this a short scan from `$1` on.
-static SESSION_BOUND_KEYS: Statement = Statement {
-    sql: "SELECT key, owner, fence FROM dlock_internal.lease \
-          WHERE expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz \
-            AND key OPERATOR(pg_catalog.>) $1 ORDER BY key LIMIT $2",
-    args: &[TEXT, INT8],
-};
-
-static ALL: Statement = Statement {
-    sql: concat!(
-        "SELECT key, ",
-        "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, \
-         max_holders, (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) 1000000::pg_catalog.numeric)::pg_catalog.int8, info",
-        " FROM dlock_internal.lease ORDER BY key, fence"
-    ),
-    args: &[],
-};
-
-// Release 0.1.0's table (`relation::Shape::Release010`): one row per key, exclusive leases
-// only, no lock-delay; the same answers as above.
-mod release_010 {
-    use super::*;
-
-    pub static READ: Statement = Statement {
-        sql: "SELECT owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, 'x'::pg_catalog.\"char\", \
-              NULL::pg_catalog.int4, 0::pg_catalog.int8, NULL::pg_catalog.text \
-              FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1",
+/// This release's table: key rows and owner rows.
+static CURRENT: Statements = Statements {
+    read: Statement {
+        sql: concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 AND ",
+            held!(),
+            " ORDER BY fence"
+        ),
         args: &[TEXT],
-    };
+    },
+    read_own: Statement {
+        sql: concat!("SELECT ", lease_columns!(), " FROM dlock_internal.lease WHERE ", owners_row!()),
+        args: &[TEXT, TEXT],
+    },
+    grant: Statement {
+        sql: concat!(
+            "INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, \
+               expires_at, holder_pid, kind, max_holders, lock_delay, info, holder) \
+             VALUES ($1, ",
+            grant_values!(),
+            ", $11)",
+            grant_upsert!()
+        ),
+        args: GRANT_ARGS,
+    },
+    try_grant: Statement {
+        sql: concat!(
+            "INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, \
+               expires_at, holder_pid, kind, max_holders, lock_delay, info, holder) \
+             SELECT $1, ",
+            grant_values!(),
+            ", $11 WHERE NOT EXISTS (SELECT FROM dlock_internal.lease \
+               WHERE key OPERATOR(pg_catalog.=) $1 AND ",
+            held!(),
+            ")",
+            grant_upsert!()
+        ),
+        args: GRANT_ARGS,
+    },
+    release_key_row: Some(Statement {
+        sql: concat!(
+            "UPDATE dlock_internal.lease SET ",
+            freed!("$4"),
+            " WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) ''::pg_catalog.text AND ",
+            last_hold!(),
+            " RETURNING kind"
+        ),
+        args: LAST_HOLD_ARGS,
+    }),
+    release_owner_row: Statement {
+        sql: concat!(
+            "DELETE FROM dlock_internal.lease \
+             WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) $2 AND ",
+            last_hold!(),
+            " RETURNING kind"
+        ),
+        args: LAST_HOLD_ARGS,
+    },
+    reenter: Statement {
+        sql: concat!(
+            "UPDATE dlock_internal.lease \
+             SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 WHERE ",
+            owners_row!()
+        ),
+        args: &[TEXT, TEXT, TSTZ, INT4],
+    },
+    set_expiry: Statement {
+        sql: concat!("UPDATE dlock_internal.lease SET expires_at = $3 WHERE ", owners_row!()),
+        args: &[TEXT, TEXT, TSTZ],
+    },
+    decrement: Statement {
+        sql: concat!(
+            "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 WHERE ",
+            owners_row!()
+        ),
+        args: &[TEXT, TEXT],
+    },
+    free_key_row: Some(Statement {
+        sql: concat!(
+            "UPDATE dlock_internal.lease SET ",
+            freed!("$3"),
+            " WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) ''::pg_catalog.text \
+               AND owner OPERATOR(pg_catalog.=) $2 AND fence OPERATOR(pg_catalog.=) $4"
+        ),
+        args: &[TEXT, TEXT, TSTZ, INT8],
+    }),
+    free_owner_row: Statement {
+        sql: "DELETE FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) $2 \
+                AND fence OPERATOR(pg_catalog.=) $3",
+        args: &[TEXT, TEXT, INT8],
+    },
+    keys_of_owner: Statement {
+        sql: concat!(
+            "SELECT key FROM dlock_internal.lease WHERE owner OPERATOR(pg_catalog.=) $1 AND ",
+            held!(),
+            " AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) ORDER BY key"
+        ),
+        args: &[TEXT, OID],
+    },
+    // One heap page: a TID range scan reads exactly that page, whatever the table's size (the
+    // caller disables sequential scans while it runs, so a plan made on an empty table stays
+    // right).
+    rows_on_page: Statement {
+        sql: "SELECT key, holder, hold_count, expires_at, \
+                (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) \
+                  1000000::pg_catalog.numeric)::pg_catalog.int8, fence, owner \
+              FROM dlock_internal.lease \
+              WHERE ctid OPERATOR(pg_catalog.>=) pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+                AND ctid OPERATOR(pg_catalog.<) \
+                    pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid",
+        args: &[INT8],
+    },
+    row_of: Statement {
+        sql: "SELECT key, holder, hold_count, expires_at, \
+                (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) \
+                  1000000::pg_catalog.numeric)::pg_catalog.int8, fence, owner \
+              FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    delete_row: Statement {
+        sql: "DELETE FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    // Every election's leader with a TTL (a handful of rows at most: one per election).
+    leaders: Some(Statement {
+        sql: concat!(
+            "SELECT key, fence, expires_at FROM dlock_internal.lease \
+             WHERE kind OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\" AND ",
+            held!(),
+            " AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz"
+        ),
+        args: &[],
+    }),
+    all: Statement {
+        sql: concat!(
+            "SELECT key, ",
+            lease_columns!(),
+            " FROM dlock_internal.lease WHERE ",
+            held!(),
+            " ORDER BY key, fence"
+        ),
+        args: &[],
+    },
+};
 
-    // $7..$10 (kind, permits, lock-delay, info) are always exclusive's: 0.1.0 declares nothing else.
-    pub static GRANT: Statement = Statement {
-        sql: "INSERT INTO dlock_internal.lease AS l \
-                (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
-              SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6 \
-               WHERE $7 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\" AND $8 IS NULL \
-                 AND $9 OPERATOR(pg_catalog.=) 0::pg_catalog.int8 AND $10 IS NULL \
-              ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, role = excluded.role, fence = excluded.fence, \
-                hold_count = 1, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, \
-                holder_pid = excluded.holder_pid \
-              RETURNING l.fence",
-        args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT],
-    };
+/// Release 0.2.0's table: a row per holder, keyed by (key, owner). The holder of a row is its
+/// owner.
+static RELEASE_020: Statements = Statements {
+    read: Statement {
+        sql: concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 ORDER BY fence"
+        ),
+        args: &[TEXT],
+    },
+    read_own: Statement {
+        sql: concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
+        ),
+        args: &[TEXT, TEXT],
+    },
+    grant: Statement {
+        sql: concat!(
+            "INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, \
+               expires_at, holder_pid, kind, max_holders, lock_delay, info) \
+             SELECT $1, ",
+            grant_values!(),
+            " \
+             ON CONFLICT (key, owner) DO UPDATE SET role = excluded.role, fence = excluded.fence, \
+               hold_count = 1, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, \
+               holder_pid = excluded.holder_pid, kind = excluded.kind, max_holders = excluded.max_holders, \
+               lock_delay = excluded.lock_delay, info = excluded.info \
+             RETURNING l.fence"
+        ),
+        args: GRANT_ARGS,
+    },
+    try_grant: Statement {
+        sql: concat!(
+            "INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, \
+               expires_at, holder_pid, kind, max_holders, lock_delay, info) \
+             SELECT $1, ",
+            grant_values!(),
+            " WHERE NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1) \
+             RETURNING l.fence"
+        ),
+        args: GRANT_ARGS,
+    },
+    release_key_row: None,
+    release_owner_row: Statement {
+        sql: concat!(
+            "DELETE FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 AND ",
+            last_hold!(),
+            " RETURNING kind"
+        ),
+        args: LAST_HOLD_ARGS,
+    },
+    reenter: Statement {
+        sql: "UPDATE dlock_internal.lease \
+              SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT, TSTZ, INT4],
+    },
+    set_expiry: Statement {
+        sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT, TSTZ],
+    },
+    decrement: Statement {
+        sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    free_key_row: None,
+    free_owner_row: Statement {
+        sql: "DELETE FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
+                AND fence OPERATOR(pg_catalog.=) $3",
+        args: &[TEXT, TEXT, INT8],
+    },
+    keys_of_owner: Statement {
+        sql: "SELECT key FROM dlock_internal.lease \
+              WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) \
+              ORDER BY key",
+        args: &[TEXT, OID],
+    },
+    rows_on_page: Statement {
+        sql: "SELECT key, owner, hold_count, expires_at, \
+                (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) \
+                  1000000::pg_catalog.numeric)::pg_catalog.int8, fence, owner \
+              FROM dlock_internal.lease \
+              WHERE ctid OPERATOR(pg_catalog.>=) pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
+                AND ctid OPERATOR(pg_catalog.<) \
+                    pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid",
+        args: &[INT8],
+    },
+    row_of: Statement {
+        sql: "SELECT key, owner, hold_count, expires_at, \
+                (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) \
+                  1000000::pg_catalog.numeric)::pg_catalog.int8, fence, owner \
+              FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    delete_row: Statement {
+        sql: "DELETE FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    leaders: Some(Statement {
+        sql: "SELECT key, fence, expires_at FROM dlock_internal.lease \
+              WHERE kind OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\" \
+                AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz",
+        args: &[],
+    }),
+    all: Statement {
+        sql: concat!("SELECT key, ", lease_columns!(), " FROM dlock_internal.lease ORDER BY key, fence"),
+        args: &[],
+    },
+};
 
-    pub static TRY_GRANT: Statement = Statement {
-        sql: "INSERT INTO dlock_internal.lease AS l \
-                (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
-              SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, $4, $5, $6 \
-               WHERE $7 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\" AND $8 IS NULL \
-                 AND $9 OPERATOR(pg_catalog.=) 0::pg_catalog.int8 AND $10 IS NULL \
-                 AND NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1) \
-              RETURNING l.fence",
-        args: &[TEXT, TEXT, OID, TSTZ, TSTZ, INT4, CHAR, INT4, INT8, TEXT],
+/// The columns of release 0.1.0's table `lease_from` reads (exclusive leases only).
+macro_rules! release_010_columns {
+    () => {
+        "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, 'x'::pg_catalog.\"char\", \
+         NULL::pg_catalog.int4, 0::pg_catalog.int8, NULL::pg_catalog.text"
     };
+}
 
-    pub static RELEASE_LAST_HOLD: Statement = Statement {
+/// What 0.1.0's table can hold: an exclusive lease, no permits, no lock-delay, no info.
+macro_rules! release_010_request {
+    () => {
+        "$7 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\" AND $8 IS NULL \
+         AND $9 OPERATOR(pg_catalog.=) 0::pg_catalog.int8 AND $10 IS NULL"
+    };
+}
+
+/// Release 0.1.0's table: one row per key, exclusive leases only, no lock-delay.
+static RELEASE_010: Statements = Statements {
+    read: Statement {
+        sql: concat!(
+            "SELECT ",
+            release_010_columns!(),
+            " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1"
+        ),
+        args: &[TEXT],
+    },
+    read_own: Statement {
+        sql: concat!(
+            "SELECT ",
+            release_010_columns!(),
+            " FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2"
+        ),
+        args: &[TEXT, TEXT],
+    },
+    grant: Statement {
+        sql: concat!(
+            "INSERT INTO dlock_internal.lease AS l \
+               (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
+             SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, \
+               $4, $5, $6 WHERE ",
+            release_010_request!(),
+            " ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, role = excluded.role, \
+               fence = excluded.fence, hold_count = 1, acquired_at = excluded.acquired_at, \
+               expires_at = excluded.expires_at, holder_pid = excluded.holder_pid \
+             RETURNING l.fence"
+        ),
+        args: GRANT_ARGS,
+    },
+    try_grant: Statement {
+        sql: concat!(
+            "INSERT INTO dlock_internal.lease AS l \
+               (key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid) \
+             SELECT $1, $2, $3, pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), 1, \
+               $4, $5, $6 WHERE ",
+            release_010_request!(),
+            " AND NOT EXISTS (SELECT FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1) \
+             RETURNING l.fence"
+        ),
+        args: GRANT_ARGS,
+    },
+    release_key_row: None,
+    release_owner_row: Statement {
         sql: "DELETE FROM dlock_internal.lease \
               WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
                 AND role OPERATOR(pg_catalog.=) $3 AND hold_count OPERATOR(pg_catalog.=) 1 \
@@ -190,32 +468,68 @@ mod release_010 {
                 AND expires_at OPERATOR(pg_catalog.<) 'infinity'::pg_catalog.timestamptz \
                 AND ($5 IS NULL OR $5 OPERATOR(pg_catalog.=) 'x'::pg_catalog.\"char\") \
               RETURNING 'x'::pg_catalog.\"char\"",
-        args: &[TEXT, TEXT, OID, TSTZ, CHAR],
-    };
-
-    pub static EXPIRED_ON_PAGE: Statement = Statement {
-        sql: "SELECT key, owner FROM dlock_internal.lease \
+        args: LAST_HOLD_ARGS,
+    },
+    reenter: Statement {
+        sql: "UPDATE dlock_internal.lease \
+              SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT, TSTZ, INT4],
+    },
+    set_expiry: Statement {
+        sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT, TSTZ],
+    },
+    decrement: Statement {
+        sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    free_key_row: None,
+    free_owner_row: Statement {
+        sql: "DELETE FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
+                AND fence OPERATOR(pg_catalog.=) $3",
+        args: &[TEXT, TEXT, INT8],
+    },
+    keys_of_owner: Statement {
+        sql: "SELECT key FROM dlock_internal.lease \
+              WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) \
+              ORDER BY key",
+        args: &[TEXT, OID],
+    },
+    rows_on_page: Statement {
+        sql: "SELECT key, owner, hold_count, expires_at, 0::pg_catalog.int8, fence, owner \
+              FROM dlock_internal.lease \
               WHERE ctid OPERATOR(pg_catalog.>=) pg_catalog.format('(%s,0)', $1)::pg_catalog.tid \
-                AND ctid OPERATOR(pg_catalog.<) pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid \
-                AND expires_at OPERATOR(pg_catalog.<=) $2",
-        args: &[INT8, TSTZ],
-    };
-
-    pub static ALL: Statement = Statement {
-        sql: "SELECT key, owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, \
-              'x'::pg_catalog.\"char\", NULL::pg_catalog.int4, 0::pg_catalog.int8, NULL::pg_catalog.text \
-              FROM dlock_internal.lease ORDER BY key",
+                AND ctid OPERATOR(pg_catalog.<) \
+                    pg_catalog.format('(%s,0)', $1 OPERATOR(pg_catalog.+) 1::pg_catalog.int8)::pg_catalog.tid",
+        args: &[INT8],
+    },
+    row_of: Statement {
+        sql: "SELECT key, owner, hold_count, expires_at, 0::pg_catalog.int8, fence, owner \
+              FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    delete_row: Statement {
+        sql: "DELETE FROM dlock_internal.lease \
+              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+        args: &[TEXT, TEXT],
+    },
+    leaders: None,
+    all: Statement {
+        sql: concat!("SELECT key, ", release_010_columns!(), " FROM dlock_internal.lease ORDER BY key"),
         args: &[],
-    };
-}
+    },
+};
 
-/// `current`, or its 0.1.0 twin on a table not yet updated from 0.1.0.
-fn shaped(current: &'static Statement, release_010: &'static Statement) -> &'static Statement {
-    match relation::relations().map(|r| r.shape) {
-        Some(relation::Shape::Release010) => release_010,
-        _ => current,
-    }
-}
+static PAGE_COUNT: Statement = Statement {
+    sql: "SELECT pg_catalog.pg_relation_size('dlock_internal.lease'::pg_catalog.regclass) \
+          OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8",
+    args: &[],
+};
 
 static WAITERS: Statement = Statement {
     sql: "SELECT (classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32::pg_catalog.int4) \
@@ -228,11 +542,19 @@ static WAITERS: Statement = Statement {
     args: &[OID, pg_sys::INT2OID],
 };
 
-/// Runs dlock's statements as the lease table's owner.
-fn as_owner<R>(f: impl FnOnce() -> R) -> R {
-    match relation::relations() {
-        Some(relations) => role::as_owner(relations.owner, f),
-        None => pgrx::error!("dlock: the extension's tables are missing in this database"),
+/// The lease table's shape and owner, or the operator error that it is missing.
+fn relations() -> relation::Relations {
+    relation::relations().unwrap_or_else(|| {
+        crate::pg::report::raise(dlock_core::DlockError::NotInstalled, "dlock");
+    })
+}
+
+/// The statements of the table's shape.
+fn statements() -> &'static Statements {
+    match relations().shape {
+        Shape::Exact | Shape::Other => &CURRENT,
+        Shape::Release020 => &RELEASE_020,
+        Shape::Release010 => &RELEASE_010,
     }
 }
 
@@ -242,11 +564,11 @@ fn query<T>(
     args: &[Option<pg_sys::Datum>],
     f: impl FnMut(&spi::Row) -> T,
 ) -> Vec<T> {
-    as_owner(|| spi.query(stmt, args, f))
+    role::as_owner(relations().owner, || spi.query(stmt, args, f))
 }
 
 fn execute(spi: &Spi, stmt: &'static Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
-    as_owner(|| spi.execute(stmt, args))
+    role::as_owner(relations().owner, || spi.execute(stmt, args))
 }
 
 /// Column `n` of a row that must not be NULL: a NULL or a value of another type means the table
@@ -276,12 +598,17 @@ fn lease_from(row: &spi::Row, first: i32) -> Lease {
     }
 }
 
-/// The rows of `key`, in fence order.
+/// The leases of `key`, in fence order.
 pub fn read(spi: &Spi, key: &str) -> Vec<Lease> {
-    query(spi, shaped(&READ, &release_010::READ), &[arg(key)], |row| lease_from(row, 1))
+    query(spi, &statements().read, &[arg(key)], |row| lease_from(row, 1))
 }
 
-fn write(spi: &Spi, stmt: &'static Statement, new: &NewLease) -> Option<i64> {
+/// `owner`'s lease of `key`, if any (as a vector of at most one).
+pub fn read_own(spi: &Spi, key: &str, owner: &str) -> Vec<Lease> {
+    query(spi, &statements().read_own, &[arg(key), arg(owner)], |row| lease_from(row, 1))
+}
+
+fn write(spi: &Spi, stmt: &'static Statement, new: &NewLease, slot: Slot) -> Option<i64> {
     let args = [
         arg(new.key),
         arg(new.owner),
@@ -293,25 +620,32 @@ fn write(spi: &Spi, stmt: &'static Statement, new: &NewLease) -> Option<i64> {
         arg(new.max_holders),
         arg(new.lock_delay),
         arg(new.info),
+        arg(slot.holder(new.owner)),
     ];
-    query(spi, stmt, &args, |row| required::<i64>(row, 1, "fence")).pop()
+    let fence = query(spi, stmt, &args, |row| required::<i64>(row, 1, "fence")).pop();
+    // Inserted or written over: this path does not tell, so it counts as added (a page swept
+    // for nothing now and then, on a table that is not as dlock made it anyway).
+    if fence.is_some() {
+        super::sweep::row_added();
+    }
+    fence
 }
 
-/// Writes a new lease (inserting, or replacing a dead lease of the same owner); its fence.
-pub fn grant(spi: &Spi, new: &NewLease) -> i64 {
-    write(spi, shaped(&GRANT, &release_010::GRANT), new).unwrap_or_else(|| {
+/// Writes a lease into its `slot` (inserting the row, or writing over it); its fence.
+pub fn grant(spi: &Spi, new: &NewLease, slot: Slot) -> i64 {
+    write(spi, &statements().grant, new, slot).unwrap_or_else(|| {
         // Only 0.1.0's table refuses a row: it has no room for what 0.2.0 added.
-        pgrx::error!("dlock: this database's dlock is 0.1.0, which has exclusive leases only; run ALTER EXTENSION dlock UPDATE")
+        crate::pg::report::raise(dlock_core::DlockError::NeedsUpdate { release: "0.1.0" }, "dlock")
     })
 }
 
-/// Writes a new lease if its key has no row at all; the fence, or `None` when it has one.
-pub fn try_grant(spi: &Spi, new: &NewLease) -> Option<i64> {
-    write(spi, shaped(&TRY_GRANT, &release_010::TRY_GRANT), new)
+/// Writes a lease into its `slot` if no row of its key holds a lease; the fence, or `None`.
+pub fn try_grant(spi: &Spi, new: &NewLease, slot: Slot) -> Option<i64> {
+    write(spi, &statements().try_grant, new, slot)
 }
 
-/// Deletes a live TTL lease with one hold left, if `owner` and `role` hold it; the kind of the
-/// lease it deleted.
+/// Frees the last hold of a live TTL lease of `owner` and `role` (of kind `only`, if given):
+/// its kind, if there was one to free.
 pub fn release_last_hold(
     spi: &Spi,
     key: &str,
@@ -321,40 +655,46 @@ pub fn release_last_hold(
     only: Option<Kind>,
 ) -> Option<Kind> {
     let only = only.map(|kind| kind.code() as i8);
-    query(
-        spi,
-        shaped(&RELEASE_LAST_HOLD, &release_010::RELEASE_LAST_HOLD),
-        &[arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(only)],
-        |row| Kind::from_code(required::<i8>(row, 1, "kind") as u8),
-    )
-    .pop()
-    .flatten()
+    let args = [arg(key), arg(owner), arg(Oid::from(role)), arg(now), arg(only)];
+    let kind_of = |row: &spi::Row| Kind::from_code(required::<i8>(row, 1, "kind") as u8);
+    let statements = statements();
+    let in_key_row =
+        statements.release_key_row.as_ref().and_then(|stmt| query(spi, stmt, &args, kind_of).pop());
+    in_key_row.or_else(|| query(spi, &statements.release_owner_row, &args, kind_of).pop()).flatten()
 }
 
 /// One more hold of `owner`'s lease of `key`.
 pub fn reenter(spi: &Spi, key: &str, owner: &str, expires_at: Timestamp, pid: i32) {
-    execute(spi, &REENTER, &[arg(key), arg(owner), arg(expires_at), arg(pid)]);
+    execute(spi, &statements().reenter, &[arg(key), arg(owner), arg(expires_at), arg(pid)]);
 }
 
 /// Sets the expiry of `owner`'s lease of `key`.
 pub fn set_expiry(spi: &Spi, key: &str, owner: &str, expires_at: Timestamp) {
-    execute(spi, &SET_EXPIRY, &[arg(key), arg(owner), arg(expires_at)]);
+    execute(spi, &statements().set_expiry, &[arg(key), arg(owner), arg(expires_at)]);
 }
 
 /// One hold fewer of `owner`'s lease of `key`.
 pub fn decrement(spi: &Spi, key: &str, owner: &str) {
-    execute(spi, &DECREMENT, &[arg(key), arg(owner)]);
+    execute(spi, &statements().decrement, &[arg(key), arg(owner)]);
 }
 
-/// Removes `owner`'s row of `key`.
-pub fn delete(spi: &Spi, key: &str, owner: &str) {
-    execute(spi, &DELETE, &[arg(key), arg(owner)]);
+/// Frees `owner`'s lease of `key` with `fence`, whatever its holds: the key row marked free (at
+/// `now`), or the owner's row deleted.
+pub fn free(spi: &Spi, key: &str, owner: &str, fence: i64, now: Timestamp) {
+    let statements = statements();
+    let in_key_row = statements
+        .free_key_row
+        .as_ref()
+        .is_some_and(|stmt| execute(spi, stmt, &[arg(key), arg(owner), arg(now), arg(fence)]) > 0);
+    if !in_key_row {
+        execute(spi, &statements.free_owner_row, &[arg(key), arg(owner), arg(fence)]);
+    }
 }
 
-/// Keys with a row for `owner`, of `role` only unless `None` (admins), in key order.
+/// Keys with a lease of `owner`, of `role` only unless `None` (admins), in key order.
 pub fn keys_of_owner(spi: &Spi, owner: &str, role: Option<u32>) -> Vec<String> {
     let role = role.map(Oid::from);
-    query(spi, &KEYS_OF_OWNER, &[arg(owner), arg(role)], |row| required::<String>(row, 1, "key"))
+    query(spi, &statements().keys_of_owner, &[arg(owner), arg(role)], |row| required::<String>(row, 1, "key"))
 }
 
 /// Pages of the lease table.
@@ -362,34 +702,40 @@ pub fn page_count(spi: &Spi) -> i64 {
     query(spi, &PAGE_COUNT, &[], |row| row.get::<i64>(1)).pop().flatten().unwrap_or(0)
 }
 
-/// (key, owner) of the rows on heap page `page` whose TTL and lock-delay ran out by `now`, with
-/// sequential scans disabled until the caller's GUC nest level closes, so the statement is
-/// always planned as a TID range scan.
-pub fn expired_on_page_without_seqscan(spi: &Spi, page: i64, now: Timestamp) -> Vec<(String, String)> {
-    // SAFETY: the caller opened a GUC nest level (`guc::nested`).
-    unsafe { crate::pg::guc::set_saved(c"enable_seqscan", "off") };
-    query(spi, shaped(&EXPIRED_ON_PAGE, &release_010::EXPIRED_ON_PAGE), &[arg(page), arg(now)], |row| {
-        (required::<String>(row, 1, "key"), required::<String>(row, 2, "owner"))
-    })
+fn stored_from(row: &spi::Row) -> Stored {
+    Stored {
+        key: required(row, 1, "key"),
+        holder: required(row, 2, "holder"),
+        hold_count: required(row, 3, "hold_count"),
+        expires_at: required(row, 4, "expires_at"),
+        lock_delay: required(row, 5, "lock_delay"),
+        fence: row.get(6),
+        owner: row.get(7),
+    }
 }
 
-/// Up to `limit` session-bound rows after key `after` in key order: (key, owner, fence).
-pub fn session_bound_keys(spi: &Spi, after: &str, limit: i64) -> Vec<(String, String, i64)> {
-    query(spi, &SESSION_BOUND_KEYS, &[arg(after), arg(limit)], |row| {
-        (
-            required::<String>(row, 1, "key"),
-            required::<String>(row, 2, "owner"),
-            required::<i64>(row, 3, "fence"),
-        )
-    })
+/// The rows on heap page `page`, with sequential scans disabled until the caller's GUC nest
+/// level closes, so the statement is always planned as a TID range scan.
+pub fn rows_on_page_without_seqscan(spi: &Spi, page: i64) -> Vec<Stored> {
+    // SAFETY: the caller opened a GUC nest level (`guc::nested`).
+    unsafe { crate::pg::guc::set_saved(c"enable_seqscan", "off") };
+    query(spi, &statements().rows_on_page, &[arg(page)], stored_from)
+}
+
+/// The row of `key` and `holder` (`row::KEY_ROW`, or an owner), if any.
+pub fn row_of(spi: &Spi, key: &str, holder: &str) -> Option<Stored> {
+    query(spi, &statements().row_of, &[arg(key), arg(holder)], stored_from).pop()
+}
+
+/// Deletes the row of `key` and `holder`.
+pub fn delete_row(spi: &Spi, key: &str, holder: &str) {
+    execute(spi, &statements().delete_row, &[arg(key), arg(holder)]);
 }
 
 /// (election, term, expires_at) of every leader with a TTL, live or expired.
 pub fn leaders(spi: &Spi) -> Vec<(String, i64, Timestamp)> {
-    if relation::relations().is_some_and(|r| r.shape == relation::Shape::Release010) {
-        return Vec::new();
-    }
-    query(spi, &LEADERS, &[], |row| {
+    let Some(stmt) = &statements().leaders else { return Vec::new() };
+    query(spi, stmt, &[], |row| {
         (
             required::<String>(row, 1, "key"),
             required::<i64>(row, 2, "fence"),
@@ -398,11 +744,9 @@ pub fn leaders(spi: &Spi) -> Vec<(String, i64, Timestamp)> {
     })
 }
 
-/// Every row, in key order.
+/// Every lease, in key order.
 pub fn all(spi: &Spi) -> Vec<(String, Lease)> {
-    query(spi, shaped(&ALL, &release_010::ALL), &[], |row| {
-        (required::<String>(row, 1, "key"), lease_from(row, 2))
-    })
+    query(spi, &statements().all, &[], |row| (required::<String>(row, 1, "key"), lease_from(row, 2)))
 }
 
 /// Sessions in queues per key hash in this database, this one left out: holders and waiters of

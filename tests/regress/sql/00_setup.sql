@@ -17,18 +17,18 @@ SELECT schema, function, pg_get_function_arguments(oid) AS arguments,
 -- None is SECURITY DEFINER: each runs as its caller, so that dlock sees the role PostgreSQL
 -- says is running (after SET ROLE, inside a SECURITY DEFINER caller, or for a table's owner
 -- during ANALYZE or REFRESH), and runs only its own statements on dlock_internal as the
--- extension's owner. All pin their search_path (pg_temp last), are volatile, not strict (a NULL
--- argument is an error, not a silent NULL) — except that the fast-mode functions pin nothing:
--- they run no SQL and resolve no name by the caller's search_path (shared memory only), and a
--- SET would cost them about 15 % of their throughput.
+-- extension's owner. All are volatile, not strict (a NULL argument is an error, not a silent
+-- NULL). Only the event trigger's function pins a search_path: the others are C functions that
+-- resolve no name but in their statements, and every statement pins its own (pg/spi.rs), where
+-- a SET clause would cost every call and not reach commit-time work anyway.
 SELECT f.schema, f.function, p.prosecdef AS security_definer, p.proconfig AS config,
        p.provolatile AS volatility, p.proisstrict AS strict
   FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
  ORDER BY f.schema, f.function, pg_get_function_arguments(f.oid);
--- Every function that runs SQL runs with a search_path it pins itself, never the caller's.
-SELECT f.function AS unpinned_function
-  FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid
- WHERE f.function NOT LIKE 'dlock\_fast\_%'
+-- Every function PostgreSQL would run as SQL text pins its search_path (there is none today).
+SELECT f.function AS unpinned_sql_function
+  FROM dlock_functions f JOIN pg_proc p ON p.oid = f.oid JOIN pg_language l ON l.oid = p.prolang
+ WHERE l.lanname <> 'c'
    AND (p.proconfig IS NULL
         OR NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%'));
 -- No function carries privileges of its own to abuse.
