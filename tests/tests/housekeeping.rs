@@ -275,3 +275,52 @@ async fn grants_in_a_transaction_block_leave_expired_keys_free_for_others() {
     block.client().batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(other.release_all(&o).await.unwrap(), 300);
 }
+
+/// A grant that sweeps a row holds that key's lock until it commits. A try of the key meanwhile
+/// must not answer busy: the sweep changes no lease, so the try waits for it (a row-lock wait,
+/// as in any table) where anything else holding the key lock answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sweep_of_a_free_key_never_makes_a_try_of_it_answer_busy() {
+    const T: &str = "a_sweep_of_a_free_key_never_makes_a_try_of_it_answer_busy";
+    const TRIES: usize = 3_000;
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::shared();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut churners = Vec::new();
+    for c in 0..2 {
+        let s = cluster.connect().await;
+        s.batch_execute("SET dlock.sweep_after = 0").await.unwrap();
+        let stop = stop.clone();
+        churners.push(tokio::spawn(async move {
+            let mut batch = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let marker = format!("churn{c}-{batch}");
+                acquire_keys(&s, T, &marker, "churner", 0..200, "1 minute", true).await;
+                batch += 1;
+            }
+            batch
+        }));
+    }
+    let prober = cluster.connect().await;
+    let (k, o) = (key(T, "probed"), owner(T, "prober"));
+    let mut busy = 0;
+    within(Duration::from_secs(120), "tries of a free key during a churn", async {
+        for _ in 0..TRIES {
+            match prober.try_acquire(&k, &o, "1 minute").await.unwrap() {
+                Some(_) => assert!(prober.release(&k, &o).await.unwrap(), "{k} is released"),
+                None => busy += 1,
+            }
+        }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut batches = 0;
+    for c in churners {
+        batches += c.await.unwrap();
+    }
+    assert!(batches > 0, "the churn ran");
+    assert_eq!(
+        busy, 0,
+        "{busy} of {TRIES} tries of a free key answered busy during {batches} batches of 200 new keys"
+    );
+}

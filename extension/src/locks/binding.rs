@@ -10,10 +10,7 @@ use pgrx::pg_sys;
 /// Binds the lease with this fence to our session.
 pub fn bind(fence: i64) {
     if !tags::acquire(&tag(Space::Binding, fence as u64), pg_sys::ExclusiveLock, true, false) {
-        pgrx::error!(
-            "dlock: fence {fence} is still bound to a session that held a session-bound lease before \
-             DROP EXTENSION dlock; end that session (fences started again at 1 when the extension was created again)"
-        );
+        crate::pg::report::raise(dlock_core::DlockError::StaleBinding { fence }, "dlock");
     }
 }
 

@@ -39,6 +39,26 @@ pub fn try_lock_key(hash: u64) -> bool {
     )
 }
 
+/// Marks the key as swept by this transaction, which holds its key lock to commit: see
+/// [`try_after_sweep`].
+pub fn mark_swept(hash: u64) {
+    tags::acquire(&tag(Space::Sweep, hash), pg_sys::ExclusiveLock, false, false);
+}
+
+/// A try found the key lock taken. If a sweep holds it (a grant deleting a row of the key whose
+/// lease was over: no lease changes), the key is not busy: waits for that grant's commit, no
+/// longer than `deadlock_timeout`, and takes the key lock (in share mode if `shared`). Anything
+/// else holding it answers the try at once: false.
+pub fn try_after_sweep(hash: u64, shared: bool) -> bool {
+    if !tags::held_elsewhere(&tag(Space::Sweep, hash), pg_sys::ShareLock) {
+        return false;
+    }
+    // SAFETY: reads a setting.
+    let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000;
+    let until = Some(crate::pg::backend::now().saturating_add(slice_us));
+    if shared { lock_key_shared_until(hash, until) } else { lock_key_until(hash, until) }
+}
+
 /// Takes the key lock, waiting for the transaction that holds it (deadlock-checked, cancellable).
 pub fn lock_key(hash: u64) {
     held(

@@ -31,6 +31,10 @@ pub enum Space {
     /// One per database (id 0), session-scoped, exclusive: held by the background worker that
     /// announces elections' leaders whose lease expired (`elections/worker.rs`).
     ElectionWatch = 0x6b07,
+    /// Per key hash, transaction-scoped, exclusive: held beside the key lock by a grant that
+    /// swept a row of that key, until it commits (`key.rs`): a try that finds the key lock
+    /// taken waits for a sweep, which changes no lease, and answers at once for anything else.
+    Sweep = 0x6b08,
 }
 
 /// The lock tag of `id` (a key hash or a fence) in `space`, in this database.

@@ -97,6 +97,8 @@ fn reap(spi: &Spi, seen: &Stored, horizon: i64) {
         keylock::unlock_key(hash);
         return;
     };
+    // Held to commit with the key lock: a try of this key waits for us rather than answer busy.
+    keylock::mark_swept(hash);
     match deleted.lease {
         Some(lease) if lease.is_session_bound() => stats::count_at_commit(Counter::SessionEnds),
         Some(lease) => stats::expired(&seen.key, &lease, now),
