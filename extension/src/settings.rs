@@ -1,6 +1,6 @@
 //! Every setting of dlock, in one place (the settings page, docs/src/operating/settings.md, is
-//! checked against what the server reports): each `dlock.*` GUC's definition beside its doc
-//! line, and the accessors the rest of the extension reads them through.
+//! checked against this file's definitions by tests/tests/docs.rs): each `dlock.*` GUC's
+//! definition beside its doc line, and the accessors the rest of the extension reads them through.
 //!
 //! Two sets: those any backend defines when the library loads (`define`), and those that size
 //! shared memory or only matter with it, defined only while preloading (`define_at_server_start`,

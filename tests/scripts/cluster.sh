@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 cluster for the demo, pg_regress, benchmarks and tests.
+# A throwaway PostgreSQL cluster for the demo, pg_regress, benchmarks and tests: of the
+# PostgreSQL whose pg_config $PG_CONFIG names (15 or 18), Debian's 15 when unset.
 #
 #   scripts/cluster.sh start DIR [postgresql.conf lines...]   initdb (if new) and start
 #   scripts/cluster.sh stop DIR [fast|immediate]                stop

@@ -1,6 +1,7 @@
 //! The documentation cannot rot: every ```` ```sql ```` example of `README.md` and of the book
-//! (`docs/src/**/*.md`) runs against a fresh database, and no relative link of `README.md` or
-//! `docs/**/*.md` points at a file or heading that is not there.
+//! (`docs/src/**/*.md`) runs against a fresh database, no relative link of `README.md` or
+//! `docs/**/*.md` points at a file or heading that is not there, and the settings page lists
+//! every setting `extension/src/settings.rs` defines, with its default and context, and no other.
 //!
 //! # Running the examples
 //! Each page gets a database of its own on one cluster that preloads dlock (so fast mode's
@@ -134,6 +135,51 @@ fn every_relative_link_points_at_something_that_exists() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+#[test]
+fn the_settings_page_lists_every_setting_with_its_default_and_context() {
+    let defined = defined_settings();
+    assert!(defined.len() >= 9, "found only {} settings in extension/src/settings.rs", defined.len());
+    let page_path = workspace_root().join("docs/src/operating/settings.md");
+    let page = fs::read_to_string(&page_path).unwrap();
+    let rows = settings_rows(&page);
+    let mut problems = Vec::new();
+    for setting in &defined {
+        match rows.iter().find(|row| row.name == setting.name) {
+            None => problems.push(format!("{} is not in the page's table", setting.name)),
+            Some(row) => {
+                if !setting.default_matches(&row.default) {
+                    problems.push(format!(
+                        "{}: the page says default {}, settings.rs has {:?}",
+                        setting.name, row.default, setting.default
+                    ));
+                }
+                if row.changed_by != setting.changed_by() {
+                    problems.push(format!(
+                        "{}: the page says \"{}\", settings.rs has context {} (\"{}\")",
+                        setting.name,
+                        row.changed_by,
+                        setting.context,
+                        setting.changed_by()
+                    ));
+                }
+            }
+        }
+    }
+    // Every `dlock.x` the page names, in the table or its prose, exists (`dlock.dlock_*` are
+    // functions in schema dlock).
+    for name in named_settings(&page) {
+        if !defined.iter().any(|s| s.name == name) {
+            problems.push(format!("the page names {name}, which settings.rs does not define"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} and settings.rs disagree:\n{}",
+        relative(&page_path),
+        problems.join("\n")
+    );
+}
+
 /// One statement of an example, with what it is shown to return.
 struct Statement {
     sql: String,
@@ -210,6 +256,131 @@ async fn past_lock_delay(admin: &tokio_postgres::Client) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     admin.batch_execute("SELECT dlock_fast_release('docs:probe', 'docs')").await.unwrap();
+}
+
+/// A `dlock.*` setting as `extension/src/settings.rs` defines it.
+#[derive(Debug)]
+struct Setting {
+    name: String,
+    /// `string`, `int` or `bool` (from the `define_*_guc` called).
+    kind: &'static str,
+    /// The initial value as written in the source: `1 day`, `-1`, `true`.
+    default: String,
+    /// `GucFlags::UNIT_S` or `UNIT_MS`: `s`, `ms`; else empty.
+    unit: &'static str,
+    /// The `GucContext` variant: `Suset`, `Postmaster`, `Sighup`, ...
+    context: String,
+}
+
+impl Setting {
+    /// The page's words for the context.
+    fn changed_by(&self) -> &'static str {
+        match self.context.as_str() {
+            "Suset" => "a superuser, any time",
+            "Userset" => "anyone, any time",
+            "Sighup" => "reload",
+            "Postmaster" => "server start",
+            other => panic!("no words for GucContext::{other} on the settings page"),
+        }
+    }
+
+    /// Whether the page's default cell (`` `'1 day'` ``, `` `60` (seconds) ``, `` `5s` ``,
+    /// `` `on` ``) shows this default: the first code span, quotes off, an integer in the
+    /// setting's unit with or without the unit.
+    fn default_matches(&self, cell: &str) -> bool {
+        let Some(shown) = cell.split('`').nth(1) else { return false };
+        let shown = shown.trim_matches('\'');
+        match self.kind {
+            "bool" => shown == if self.default == "true" { "on" } else { "off" },
+            "int" => shown.strip_suffix(self.unit).unwrap_or(shown) == self.default,
+            _ => shown == self.default,
+        }
+    }
+}
+
+/// Every setting `extension/src/settings.rs` defines, read from the source: each
+/// `GucRegistry::define_*_guc` call's name, `&STATIC` (whose initial value is the default),
+/// `GucContext` and unit flag.
+fn defined_settings() -> Vec<Setting> {
+    let source = fs::read_to_string(workspace_root().join("extension/src/settings.rs")).unwrap();
+    let after = |text: &str, start: &str| -> String {
+        let at = text.find(start).unwrap_or_else(|| panic!("settings.rs: no {start:?}")) + start.len();
+        text[at..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.').collect()
+    };
+    source
+        .split("GucRegistry::define_")
+        .skip(1)
+        .map(|call| {
+            let kind = match after(call, "").as_str() {
+                k if k.starts_with("string") => "string",
+                k if k.starts_with("int") => "int",
+                k if k.starts_with("bool") => "bool",
+                k => panic!("settings.rs: define_{k} is not read by this test"),
+            };
+            let flags = &call[call.find("GucFlags::").expect("settings.rs: a call without GucFlags")..];
+            let unit = match after(flags, "GucFlags::").as_str() {
+                "UNIT_S" => "s",
+                "UNIT_MS" => "ms",
+                _ => "",
+            };
+            let variable = after(call, "&");
+            let definition = &source[source.find(&format!("static {variable}: ")).unwrap()..];
+            let value = definition[definition.find("::new(").unwrap() + "::new(".len()..]
+                .split(");")
+                .next()
+                .unwrap()
+                .trim()
+                .to_string();
+            // A string's default is `Some(CONST)`, the const a C string literal.
+            let default = match value.strip_prefix("Some(").and_then(|v| v.strip_suffix(')')) {
+                Some(constant) => {
+                    let literal = format!("const {constant}: &CStr = c\"");
+                    let at = source.find(&literal).expect("settings.rs: the default's const") + literal.len();
+                    source[at..].split('"').next().unwrap().to_string()
+                }
+                None => value,
+            };
+            Setting { name: after(call, "c\""), kind, default, unit, context: after(call, "GucContext::") }
+        })
+        .collect()
+}
+
+/// One row of the settings page's table of dlock's own settings.
+struct SettingsRow {
+    name: String,
+    default: String,
+    changed_by: String,
+}
+
+/// The rows of the page's table whose first cell is a `` `dlock.x` `` setting.
+fn settings_rows(page: &str) -> Vec<SettingsRow> {
+    page.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.strip_prefix('|')?.split('|').map(str::trim).collect();
+            let name = cells.first()?.strip_prefix("`dlock.")?.strip_suffix('`')?;
+            Some(SettingsRow {
+                name: format!("dlock.{name}"),
+                default: cells.get(1)?.to_string(),
+                changed_by: cells.get(2)?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Every `dlock.x` setting name a text mentions (not `dlock.dlock_*`, dlock's functions).
+fn named_settings(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (at, _) in text.match_indices("dlock.") {
+        if at > 0 && text[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let name: String =
+            text[at + "dlock.".len()..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+        if !name.is_empty() && !name.starts_with("dlock_") {
+            names.insert(format!("dlock.{name}"));
+        }
+    }
+    names
 }
 
 /// `README.md` and every page of the book, in path order.

@@ -6,7 +6,7 @@
  * client finds the schema the extension lives in once ({@link FIND}) and writes it, quoted as an
  * identifier, into its statements; values always travel as `$n` parameters, each cast to its
  * type in the text. Whatever else the statements use is `pg_catalog`'s, named so. The texts
- * are those of the Rust client (`client/src/sql`), each numbering only the parameters it uses.
+ * are those of the Rust client (`clients/rust/src/statements`), each numbering only the parameters it uses.
  * Durations travel as seconds (`float8`), so that NULL (a session-bound ttl, an endless wait)
  * passes through unchanged.
  */

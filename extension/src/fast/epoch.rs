@@ -43,7 +43,7 @@ pub unsafe fn draw() -> u64 {
         pg_sys::SyncRepWaitForLSN(end, false);
         let epoch = EPOCH_BASE + (end >> EPOCH_SHIFT);
         if epoch >= EPOCH_LIMIT {
-            pgrx::error!("dlock: fast-mode fences are exhausted (the WAL position passed 2^59 bytes)");
+            crate::pg::report::raise(dlock_core::DlockError::FencesExhausted, "dlock_fast_acquire");
         }
         epoch
     }

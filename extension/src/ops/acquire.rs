@@ -12,9 +12,10 @@
 //! two. Cancel, `statement_timeout`, postmaster death and the client hanging up end a wait at
 //! once; the transaction abort takes the waiter out of the queue.
 
-use crate::locks::{binding, dropping, key as keylock, session};
+use crate::locks::{dropping, key as keylock};
 use crate::ops::attempt;
 use crate::ops::attempt::NotGranted;
+use crate::ops::blocker::sleep_on;
 use crate::ops::locking::{self, Locking};
 use crate::pg::backend::{at_autocommit_top_level, now};
 use crate::pg::latch::{ensure_client_connected, sleep_until};
@@ -24,13 +25,6 @@ use crate::stats::{self, WaitOutcome};
 use crate::wait::{key_queue, requests};
 use dlock_core::lease::{Blocker, Caller, Kind, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
-use pgrx::pg_sys;
-
-/// How much longer than `deadlock_timeout` a head waits on a session-bound holder in one go:
-/// enough for PostgreSQL's deadlock check (run at `deadlock_timeout`) to come first. A force
-/// release, which leaves the holder's binding in place, pokes the head out of the wait at once;
-/// the slice ending is the backstop.
-const SLICE_MARGIN_US: i64 = 100_000;
 
 /// Acquires `key` as `request` asks, waiting up to `wait` (`None`: without limit). `Ok(None)`
 /// when not granted in time.
@@ -180,28 +174,7 @@ fn head_loop(
         if deadline.is_some_and(|d| now >= d) {
             return Ok(None);
         }
-        let lease = WaitEvent::DlockLease.id();
-        match blocker {
-            Blocker::Expiry(expiry) => {
-                sleep_until([deadline, Some(expiry)].into_iter().flatten().min(), lease)
-            }
-            // Held by this very session under another owner string: only a force release can
-            // end that, so wait for its wake-up; without a deadline that is a deadlock.
-            Blocker::Session(fence) if session::is_bound_here(fence) => match deadline {
-                Some(_) => sleep_until(deadline, lease),
-                None => return Err(DlockError::SelfDeadlock),
-            },
-            // Wait in the lock manager for the holder's session (deadlock-checked), in slices a
-            // little longer than deadlock_timeout, until a force release pokes us.
-            Blocker::Session(fence) => {
-                // SAFETY: reads a setting.
-                let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + SLICE_MARGIN_US;
-                let slice_end = now.saturating_add(slice_us);
-                binding::await_unbind(fence, Some(deadline.map_or(slice_end, |d| d.min(slice_end))));
-            }
-            // Only a newcomer sees a queue ahead; the head never does.
-            Blocker::Queue => sleep_until(deadline, lease),
-        }
+        sleep_on(blocker, now, deadline)?;
     }
 }
 

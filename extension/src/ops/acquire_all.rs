@@ -4,20 +4,18 @@
 //! be granted, in one transaction, so no other session ever sees a subset held. A caller that
 //! has to wait joins every key's queue, in the same order, and watches them all from their heads.
 
-use crate::locks::{binding, dropping, key as keylock, liveness, session};
+use crate::locks::{dropping, key as keylock, liveness};
 use crate::ops::attempt::{self, NotGranted};
 use crate::ops::bind_to_session;
+use crate::ops::blocker::sleep_on;
 use crate::pg::backend::{my_pid, now};
-use crate::pg::latch::sleep_until;
 use crate::pg::signals;
 use crate::pg::spi;
-use crate::pg::version::WaitEvent;
 use crate::stats::{self, Counter};
 use crate::store::{self, sweep};
 use crate::wait::key_queue;
-use dlock_core::lease::{self, Acquire, Blocker, Caller, Lease, Request};
+use dlock_core::lease::{self, Acquire, Caller, Lease, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
-use pgrx::pg_sys;
 
 /// One key of the set: its place in the caller's array, its text and hash.
 struct Key<'a> {
@@ -102,7 +100,7 @@ fn leave(joined: &[u64]) {
 fn lock_all(order: &[Key], deadline: Option<Timestamp>, try_only: bool) -> bool {
     for (taken, key) in order.iter().enumerate() {
         let got = if try_only {
-            keylock::try_lock_key(key.hash)
+            keylock::try_lock_key(key.hash) || keylock::try_after_sweep(key.hash, false)
         } else {
             keylock::lock_key_until(key.hash, deadline)
         };
@@ -219,7 +217,6 @@ fn heads_loop(
     request: &Request,
     deadline: Option<Timestamp>,
 ) -> Result<Option<Vec<(usize, i64)>>, DlockError> {
-    const SLICE_MARGIN_US: i64 = 100_000;
     loop {
         if dropping::under_way() {
             return Err(DlockError::Dropping);
@@ -239,23 +236,7 @@ fn heads_loop(
             return Ok(None);
         }
         // Every key's release wakes us (we head every queue); expiries we sleep until.
-        let lease = WaitEvent::DlockLease.id();
-        match blocker {
-            Blocker::Expiry(expiry) => {
-                sleep_until([deadline, Some(expiry)].into_iter().flatten().min(), lease)
-            }
-            Blocker::Session(fence) if session::is_bound_here(fence) => match deadline {
-                Some(_) => sleep_until(deadline, lease),
-                None => return Err(DlockError::SelfDeadlock),
-            },
-            Blocker::Session(fence) => {
-                // SAFETY: reads a setting.
-                let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000 + SLICE_MARGIN_US;
-                let slice_end = now.saturating_add(slice_us);
-                binding::await_unbind(fence, Some(deadline.map_or(slice_end, |d| d.min(slice_end))));
-            }
-            Blocker::Queue => sleep_until(deadline, lease),
-        }
+        sleep_on(blocker, now, deadline)?;
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod acquire;
 pub mod acquire_all;
 pub mod attempt;
+pub mod blocker;
 pub mod fence;
 pub mod handoff;
 pub mod locking;

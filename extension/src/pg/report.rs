@@ -25,10 +25,14 @@ fn code(error: &DlockError) -> PgSqlErrorCode {
         | DlockError::Dropping
         | DlockError::NotInstalled
         | DlockError::NeedsUpdate { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        DlockError::StaleBinding { .. } => ERRCODE_OBJECT_IN_USE,
         DlockError::OnStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
         DlockError::FastTableFull { .. } | DlockError::FastShare { .. } => {
             ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
         }
+        DlockError::FencesExhausted => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        DlockError::Corrupted { .. } => ERRCODE_DATA_CORRUPTED,
+        DlockError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
     }
 }
 
@@ -136,6 +140,23 @@ fn hint(error: &DlockError) -> Option<String> {
         DlockError::NeedsUpdate { .. } => {
             "Run ALTER EXTENSION dlock UPDATE: the installed library serves the update's tables.".into()
         }
+        DlockError::StaleBinding { .. } => {
+            "End that session (pg_terminate_backend): fences started again at 1 when the \
+             extension was created again."
+                .into()
+        }
+        DlockError::FencesExhausted => {
+            "Durable leases (dlock_acquire) still work: their fences do not come from the WAL \
+             position."
+                .into()
+        }
+        DlockError::Corrupted { .. } => {
+            "If the installed library is newer than this database's dlock, run ALTER EXTENSION \
+             dlock UPDATE; if not, the table was changed by hand, or this is a bug in dlock: \
+             please report it."
+                .into()
+        }
+        DlockError::Internal { .. } => "This is a bug in dlock: please report it with this message.".into(),
     })
 }
 

@@ -41,6 +41,12 @@ thread_local! {
     static PLANS: RefCell<HashMap<usize, pg_sys::SPIPlanPtr>> = RefCell::new(HashMap::new());
 }
 
+/// Raises a broken invariant of dlock's own statements (XX000, "please report it"): none of
+/// these depends on the caller or on the table's contents.
+fn internal(what: String) -> ! {
+    crate::pg::report::raise(dlock_core::DlockError::Internal { what }, "dlock")
+}
+
 fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
     let id = stmt as *const Statement as usize;
     if let Some(plan) = PLANS.with(|p| p.borrow().get(&id).copied()) {
@@ -50,11 +56,7 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
     // per backend, when it is first planned).
     let unpinned = dlock_core::pinned_sql::unpinned(stmt.sql);
     if !unpinned.is_empty() {
-        pgrx::error!(
-            "dlock: internal error: statement not pinned to pg_catalog ({}): {}",
-            unpinned.join("; "),
-            stmt.sql
-        );
+        internal(format!("statement not pinned to pg_catalog ({}): {}", unpinned.join("; "), stmt.sql));
     }
     let sql = CString::new(format!("{MARK}{}", stmt.sql)).expect("statement text has no NUL");
     // A generic plan, made once: every statement here is a lookup whose best plan does not
@@ -68,7 +70,7 @@ fn plan(stmt: &'static Statement) -> pg_sys::SPIPlanPtr {
             pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
         );
         if plan.is_null() {
-            pgrx::error!("dlock: could not prepare internal statement: {}", stmt.sql);
+            internal(format!("could not prepare internal statement: {}", stmt.sql));
         }
         pg_sys::SPI_keepplan(plan);
         plan
@@ -123,13 +125,13 @@ pub fn connect<R>(f: impl FnOnce(&Spi) -> R) -> R {
 impl Spi {
     fn ensure_connected(&self) {
         if SQL_FORBIDDEN.with(Cell::get) {
-            pgrx::error!("dlock: internal error: SQL inside a function that must run none");
+            internal("SQL inside a function that must run none".into());
         }
         if !self.connected.replace(true) {
             // SAFETY: plain SPI protocol, closed by `connect`.
             unsafe {
                 if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
-                    pgrx::error!("dlock: SPI_connect failed");
+                    internal("SPI_connect failed".into());
                 }
             }
         }
@@ -159,7 +161,7 @@ impl Spi {
                 0,
             );
             if rc < 0 {
-                pgrx::error!("dlock: internal statement failed ({rc}): {}", stmt.sql);
+                internal(format!("internal statement failed ({rc}): {}", stmt.sql));
             }
             pg_sys::SPI_processed
         }

@@ -257,11 +257,10 @@ unsafe fn update_needs_index_entries(
 }
 
 /// A column that must not be NULL: a NULL means the table is not what dlock made, which is an
-/// internal error, never a lease with fence 0.
+/// error, never a lease with fence 0.
 fn required<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> T {
-    column(slot, n).unwrap_or_else(|| {
-        pgrx::error!("dlock: internal error: dlock_internal.lease.{} is NULL", row::COLUMNS[n].0)
-    })
+    column(slot, n)
+        .unwrap_or_else(|| super::corrupted(format!("dlock_internal.lease.{} is NULL", row::COLUMNS[n].0)))
 }
 
 /// The row in `slot` (its columns read).
@@ -280,9 +279,8 @@ fn found_in(slot: *mut pg_sys::TupleTableSlot) -> Found {
             acquired_at: required(slot, ACQUIRED_AT),
             expires_at: required(slot, EXPIRES_AT),
             holder_pid: required(slot, HOLDER_PID),
-            kind: Kind::from_code(kind as u8).unwrap_or_else(|| {
-                pgrx::error!("dlock: internal error: unknown lease kind {:?}", kind as u8 as char)
-            }),
+            kind: Kind::from_code(kind as u8)
+                .unwrap_or_else(|| super::corrupted(format!("unknown lease kind {:?}", kind as u8 as char))),
             max_holders: column(slot, MAX_HOLDERS),
             lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
             info: column(slot, INFO),

@@ -19,6 +19,11 @@ use dlock_core::lease::Kind;
 pub use row::{Deleted, NewLease, Slot, Stored};
 pub use statements::{all, decrement, free, keys_of_owner, reenter, set_expiry, waiters};
 
+/// Raises the lease table as corrupted (XX001): a row says `what` dlock never writes.
+fn corrupted(what: String) -> ! {
+    crate::pg::report::raise(dlock_core::DlockError::Corrupted { what }, "dlock")
+}
+
 /// The leases of `key`, in fence order: directly from the table when it can, else by SQL.
 pub fn read(spi: &Spi, key: &str) -> Vec<dlock_core::lease::Lease> {
     direct::read(key, None).unwrap_or_else(|direct::Fallback| statements::read(spi, key))

@@ -572,10 +572,10 @@ fn execute(spi: &Spi, stmt: &'static Statement, args: &[Option<pg_sys::Datum>]) 
 }
 
 /// Column `n` of a row that must not be NULL: a NULL or a value of another type means the table
-/// is not what dlock made, which is an internal error, never a lease with fence 0.
+/// is not what dlock made, which is an error, never a lease with fence 0.
 fn required<T: FromDatum>(row: &spi::Row, n: i32, column: &str) -> T {
     row.get(n).unwrap_or_else(|| {
-        pgrx::error!("dlock: internal error: dlock_internal.lease.{column} is NULL or not of its type")
+        super::corrupted(format!("dlock_internal.lease.{column} is NULL or not of its type"))
     })
 }
 
@@ -591,7 +591,7 @@ fn lease_from(row: &spi::Row, first: i32) -> Lease {
         expires_at: required(row, col(5), "expires_at"),
         holder_pid: required(row, col(6), "holder_pid"),
         kind: Kind::from_code(kind)
-            .unwrap_or_else(|| pgrx::error!("dlock: internal error: unknown lease kind {:?}", kind as char)),
+            .unwrap_or_else(|| super::corrupted(format!("unknown lease kind {:?}", kind as char))),
         max_holders: row.get(col(8)),
         lock_delay: required(row, col(9), "lock_delay"),
         info: row.get(col(10)),

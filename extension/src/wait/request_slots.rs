@@ -4,12 +4,11 @@
 //! the lock.
 
 use crate::pg::shmem_cell::ShmemCell;
+use dlock_core::limits::{MAX_KEY_BYTES, MAX_OWNER_BYTES};
 use pgrx::pg_sys;
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
-pub(super) const KEY_MAX: usize = 1024;
-pub(super) const OWNER_MAX: usize = 256;
 const TRANCHE: &CStr = c"dlock v2 wait table";
 /// No slot (in `by_proc`).
 const NONE: i32 = -1;
@@ -36,8 +35,8 @@ pub(super) struct Slot {
     pub(super) commit_lsn: u64,
     pub(super) key_len: u16,
     pub(super) owner_len: u16,
-    pub(super) key: [u8; KEY_MAX],
-    pub(super) owner: [u8; OWNER_MAX],
+    pub(super) key: [u8; MAX_KEY_BYTES],
+    pub(super) owner: [u8; MAX_OWNER_BYTES],
 }
 
 /// The shared part: a header, then `procs` slot numbers (by proc number), `len` free-list

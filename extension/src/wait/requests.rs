@@ -18,8 +18,9 @@
 use crate::pg::pending::Pending;
 use crate::pg::proc::Proc;
 use crate::pg::version;
-use crate::wait::request_slots::{GRANTED, IDLE, KEY_MAX, OFFERED, OWNER_MAX, WAITING, with_table};
+use crate::wait::request_slots::{GRANTED, IDLE, OFFERED, WAITING, with_table};
 use dlock_core::lease::{Kind, Request as LeaseRequest};
+use dlock_core::limits::{MAX_KEY_BYTES, MAX_OWNER_BYTES};
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
 
@@ -43,7 +44,7 @@ pub struct Request {
 /// The head publishes its request (a TTL lease of `key` for `owner`, as `request` asks). False
 /// without a table or a free slot.
 pub fn publish(key: &str, hash: u64, owner: &str, role: u32, ttl_us: i64, request: &LeaseRequest) -> bool {
-    if key.len() > KEY_MAX || owner.len() > OWNER_MAX {
+    if key.len() > MAX_KEY_BYTES || owner.len() > MAX_OWNER_BYTES {
         return false;
     }
     // SAFETY: set at backend start.

@@ -6,7 +6,7 @@ the client finds the schema the extension lives in once (:data:`FIND`) and write
 an identifier, into its statements; values always travel as ``$n`` parameters, each cast to its
 type in the text (so that NULL and untyped values resolve, and nothing asks the server for
 types). Whatever else the statements use is ``pg_catalog``'s, named so. The texts are those of
-the Rust client (``client/src/sql``), each statement numbering only the parameters it uses.
+the Rust client (``clients/rust/src/statements``), each statement numbering only the parameters it uses.
 
 Durations travel as seconds (``float8``) and become intervals on the server, so that NULL
 (a session-bound ttl, an endless wait) passes through unchanged.
