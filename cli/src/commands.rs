@@ -10,6 +10,9 @@ use crate::{EXIT_NOT_OURS, Failure};
 /// One row of `dlock_locks`, as printed.
 #[derive(Debug, serde::Serialize)]
 struct LockRow {
+    /// The server of the shard map that holds it (only with `--shards`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
     key: String,
     owner: Option<String>,
     fence: i64,
@@ -22,6 +25,7 @@ struct LockRow {
 impl From<LiveLease> for LockRow {
     fn from(lease: LiveLease) -> Self {
         LockRow {
+            server: None,
             key: lease.key,
             owner: lease.owner,
             fence: lease.fence,
@@ -38,24 +42,39 @@ pub fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// `dlock list`: a table, or a JSON array with `--json`.
-pub async fn list(client: &Client, json: bool) -> Result<u8, Failure> {
-    let rows: Vec<LockRow> = client.locks().await?.into_iter().map(LockRow::from).collect();
+/// `dlock list`: a table, or a JSON array with `--json`; with a shard map, every server's
+/// leases, each row naming its server.
+pub async fn list(clients: Vec<(Option<String>, Client)>, json: bool) -> Result<u8, Failure> {
+    let sharded = clients.iter().any(|(server, _)| server.is_some());
+    let mut rows = Vec::new();
+    for (server, client) in clients {
+        let leases = client.locks().await.map_err(|e| match &server {
+            Some(server) => Failure::Other(format!("server {server}: {e}")),
+            None => Failure::from(e),
+        })?;
+        rows.extend(
+            leases.into_iter().map(|lease| LockRow { server: server.clone(), ..LockRow::from(lease) }),
+        );
+    }
+    rows.sort_by(|a, b| a.key.cmp(&b.key));
     if json {
         let text = serde_json::to_string_pretty(&rows).map_err(|e| Failure::Other(e.to_string()))?;
         println!("{text}");
     } else {
-        print_table(&rows);
+        print_table(&rows, sharded);
     }
     Ok(0)
 }
 
-fn print_table(rows: &[LockRow]) {
+fn print_table(rows: &[LockRow], sharded: bool) {
     let dash = || "-".to_string();
-    let mut table =
-        vec![["key", "owner", "fence", "holds", "expires_at", "holder_role", "waiters"].map(String::from)];
+    let mut table = vec![
+        ["server", "key", "owner", "fence", "holds", "expires_at", "holder_role", "waiters"]
+            .map(String::from),
+    ];
     table.extend(rows.iter().map(|row| {
         [
+            row.server.clone().unwrap_or_default(),
             row.key.clone(),
             row.owner.clone().unwrap_or_else(dash),
             row.fence.to_string(),
@@ -65,9 +84,12 @@ fn print_table(rows: &[LockRow]) {
             row.waiters.to_string(),
         ]
     }));
-    let mut widths = [0; 7];
+    // The server column only with a shard map.
+    let table: Vec<&[String]> =
+        table.iter().map(|line| if sharded { &line[..] } else { &line[1..] }).collect();
+    let mut widths = [0; 8];
     for line in &table {
-        for (width, cell) in widths.iter_mut().zip(line) {
+        for (width, cell) in widths.iter_mut().zip(line.iter()) {
             *width = (*width).max(cell.chars().count());
         }
     }

@@ -5,13 +5,19 @@ mod commands;
 mod elect;
 mod metrics;
 mod run;
+mod shards;
+mod target;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use dlock_client::{Client, Error};
+use dlock_client::Error;
+
+use crate::shards::ShardsCommand;
+use crate::target::Target;
 
 /// Exit status when the lock was not acquired: another owner holds the key, or the wait
 /// elapsed (EX_TEMPFAIL, as `flock -E 75` would be set up to do).
@@ -32,8 +38,9 @@ Exit status:
        leader: nobody leads (--json prints null)
   2    bad usage
   64   a bad option value: an empty or over-long key or owner, --ttl 0, run --max-holders 0
-       (refused before anything is sent); metrics: the --listen address is not one, or cannot
-       be listened on (EX_USAGE)
+       (refused before anything is sent); a --shards file that cannot be read or is not a
+       valid map; metrics: the --listen address is not one, or cannot be listened on, or
+       --shards was given (EX_USAGE)
   70   any other error (connection, permission, server error), explained on stderr
   75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL);
        elect: --wait elapsed before this process led
@@ -62,9 +69,16 @@ struct Global {
         hide_env_values = true,
         default_value = "",
         hide_default_value = true,
-        global = true
+        global = true,
+        conflicts_with = "shards"
     )]
     database_url: String,
+    /// A shard map, in place of --database-url: every key (or election name) goes to the
+    /// server FILE names for it. FILE is TOML: `epoch = N` and a [servers] table of
+    /// `name = "connection string"`. Servers do not check the map yet: do not change it while
+    /// leases are held.
+    #[arg(long, env = "DLOCK_SHARDS", value_name = "FILE", global = true)]
+    shards: Option<PathBuf>,
     /// Owner identity of the leases taken, renewed and released. Required (stable across calls)
     /// for acquire, renew and release; `run` makes an unguessable one (host:pid:random) if unset.
     /// Whoever knows an owner string (and has the role) can renew and release its leases.
@@ -144,6 +158,11 @@ enum Command {
     ///
     /// Example: dlock metrics --listen 127.0.0.1:9187 --database-url postgresql://monitor@db/app
     Metrics(metrics::MetricsArgs),
+    /// The shard map of --shards (or DLOCK_SHARDS): which server a key belongs to, the map.
+    Shards {
+        #[command(subcommand)]
+        command: ShardsCommand,
+    },
     /// Give back one hold of a lease; needs --owner (or DLOCK_OWNER), except with --force.
     ///
     /// Exits 0 if released, 1 if the lease was not this owner's or already gone. With --force
@@ -211,7 +230,8 @@ fn fail(failure: Failure) -> ExitCode {
 }
 
 async fn execute(cli: Cli) -> Result<u8, Failure> {
-    let Global { database_url, owner, json } = cli.global;
+    let Global { database_url, owner, json, shards } = cli.global;
+    let target = Target::new(database_url, shards.as_deref())?;
     // Scripts' steps need a stable owner: a generated one would be new on every call.
     let scripted_owner = || {
         owner.clone().unwrap_or_else(|| {
@@ -227,41 +247,48 @@ async fn execute(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Run(args) => {
             run::check(&args)?;
-            let client = connect(&database_url, owner.as_deref()).await?;
+            let client = target.client_for(&args.key, owner.as_deref()).await?;
             run::run(&client, args).await
         }
         Command::Elect(args) => {
-            let client = connect(&database_url, owner.as_deref()).await?;
+            let client = target.client_for(&args.name, owner.as_deref()).await?;
             elect::elect(&client, args).await
         }
-        Command::Leader { name } => elect::leader(&connect(&database_url, None).await?, &name, json).await,
-        Command::List => commands::list(&connect(&database_url, None).await?, json).await,
+        Command::Leader { name } => elect::leader(&target.client_for(&name, None).await?, &name, json).await,
+        Command::List => commands::list(target.every_client()?, json).await,
         Command::Acquire { key, ttl, wait } => {
             let owner = scripted_owner();
-            commands::acquire(&connect(&database_url, Some(&owner)).await?, &key, ttl, wait, json).await
+            commands::acquire(&target.client_for(&key, Some(&owner)).await?, &key, ttl, wait, json).await
         }
         Command::Renew { key, ttl } => {
             let owner = scripted_owner();
-            commands::renew(&connect(&database_url, Some(&owner)).await?, &key, ttl, json).await
+            commands::renew(&target.client_for(&key, Some(&owner)).await?, &key, ttl, json).await
         }
         Command::Release { key, force: true } => {
-            commands::force_release(&connect(&database_url, None).await?, &key, json).await
+            commands::force_release(&target.client_for(&key, None).await?, &key, json).await
         }
-        Command::Metrics(args) => metrics::run(&database_url, args).await,
+        Command::Metrics(args) => match target {
+            Target::Database(url) => metrics::run(&url, args).await,
+            Target::Shards(_) => Err(Failure::Usage(
+                "metrics serves one server: run one `dlock metrics --database-url URL` per server of the \
+                 shard map"
+                    .into(),
+            )),
+        },
         Command::Release { key, force: false } => {
             let owner = scripted_owner();
-            commands::release(&connect(&database_url, Some(&owner)).await?, &key, json).await
+            commands::release(&target.client_for(&key, Some(&owner)).await?, &key, json).await
         }
+        Command::Shards { command } => match &target {
+            Target::Shards(config) => Ok(shards::run(config, &command, json)),
+            Target::Database(_) => Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "the shards commands need --shards FILE (or DLOCK_SHARDS)",
+                )
+                .exit(),
+        },
     }
-}
-
-/// A client of `url` (PG* environment for what it leaves out), as `owner` if given.
-async fn connect(url: &str, owner: Option<&str>) -> Result<Client, Failure> {
-    let client = Client::connect(url).await?;
-    Ok(match owner {
-        Some(owner) => client.with_owner(owner),
-        None => client,
-    })
 }
 
 /// The command line of `run`, for messages.

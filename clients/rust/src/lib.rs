@@ -63,6 +63,13 @@
 //! # }
 //! ```
 //!
+//! **Several servers (preview).** A [`ShardedClient`] holds a client per server of a shard map
+//! ([`ShardsConfig`], from a TOML file or from code) and sends every call on a key to the server
+//! the map names for it ([`ShardedClient::locate`]); keys with one hash tag (`{order-7}:a`,
+//! `{order-7}:b`) land together, and a [`ShardedClient::lock_all`] across servers is refused
+//! before anything is sent. The servers do not check the map yet: do not change a map while
+//! leases are held.
+//!
 //! Behaviour worth knowing:
 //! - **Reentrancy.** Acquiring a key this client (the same owner string) already holds
 //!   succeeds at once with the same fence; each guard is one hold, and the key is free once
@@ -149,17 +156,21 @@ mod connect;
 mod election;
 mod error;
 mod lock;
+mod shards;
 mod statements;
 mod telemetry;
 mod waiting;
 
 pub use client::{Client, ClientBuilder, DEFAULT_POOL_SIZE, Expiry, IntoLockBuilder, LiveLease};
-pub use connect::PoolerMode;
+pub use connect::{PoolerMode, redact_conninfo};
 /// The connection pool crate, re-exported for [`Client::from_pool`].
 pub use deadpool_postgres;
+/// The shard map a [`ShardedClient`] routes with, and why a map is refused (dlock-core's).
+pub use dlock_core::shards::{MapError, ShardMap};
 pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, ServerError};
 pub use lock::{DEFAULT_TTL, Guard, Lease, LockAllBuilder, LockBuilder, LockInfo, MultiGuard};
+pub use shards::{IntoRoutedLock, ShardedClient, ShardedClientBuilder, ShardsConfig, ShardsError};
 /// The driver's SQLSTATE type, as [`Error::code`] gives it.
 pub use tokio_postgres::error::SqlState;
 pub use tokio_util::sync::CancellationToken;

@@ -228,6 +228,13 @@ impl Client {
         Ok(statements.clone())
     }
 
+    /// Whether `other` talks to the same server as this client (a clone, or another owner on
+    /// the same pool).
+    #[cfg(test)]
+    pub(crate) fn same_server(&self, other: &Client) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// How this client's statements reach the server.
     pub(crate) fn protocol(&self) -> Protocol {
         Protocol::from(self.shared.pooler)

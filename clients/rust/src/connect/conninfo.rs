@@ -60,7 +60,7 @@ fn split_url(url: &str) -> Result<Split, String> {
     Ok(Split { rest, taken })
 }
 
-fn decode(text: &str) -> Result<String, std::str::Utf8Error> {
+pub(super) fn decode(text: &str) -> Result<String, std::str::Utf8Error> {
     percent_encoding::percent_decode_str(text).decode_utf8().map(|s| s.into_owned())
 }
 
@@ -81,9 +81,9 @@ fn split_pairs(text: &str) -> Result<Split, String> {
 }
 
 /// A reader of `key=value` pairs; `at` is the byte offset of what comes next.
-struct Pairs<'a> {
-    text: &'a str,
-    at: usize,
+pub(super) struct Pairs<'a> {
+    pub(super) text: &'a str,
+    pub(super) at: usize,
 }
 
 impl<'a> Pairs<'a> {
@@ -104,7 +104,7 @@ impl<'a> Pairs<'a> {
     }
 
     /// The next pair: where it starts, its key and its unescaped value; `None` at the end.
-    fn next_pair(&mut self) -> Result<Option<(usize, &'a str, String)>, String> {
+    pub(super) fn next_pair(&mut self) -> Result<Option<(usize, &'a str, String)>, String> {
         self.skip_space();
         let start = self.at;
         while self.peek().is_some_and(|c| !c.is_whitespace() && c != '=') {

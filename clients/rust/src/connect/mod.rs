@@ -3,12 +3,14 @@
 
 mod conninfo;
 mod pooler;
+mod redact;
 mod tls;
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
 pub use pooler::PoolerMode;
+pub use redact::redact_conninfo;
 pub(crate) use tls::{SslMode, TlsSettings};
 
 use crate::error::Error;

@@ -64,6 +64,12 @@ impl Election {
         &self.name
     }
 
+    /// The client this election's calls go through.
+    #[cfg(test)]
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The ttl of the leader's lease (default 30 s), renewed by a watchdog every third of it:
     /// how long a dead leader keeps the lead.
     pub fn ttl(mut self, ttl: Duration) -> Self {

@@ -54,6 +54,12 @@ impl LockAllBuilder {
         &self.keys
     }
 
+    /// The client this builder takes the locks through.
+    #[cfg(test)]
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Takes every key: a [`MultiGuard`], or [`Error::NotAcquired`] when another owner holds
     /// one of them and no wait was set, or [`Error::Timeout`] when the wait elapsed.
     pub async fn acquire(self) -> Result<MultiGuard, Error> {

@@ -127,6 +127,12 @@ impl LockBuilder {
         &self.key
     }
 
+    /// The client this builder takes the lock through.
+    #[cfg(test)]
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Takes the lock: a [`Guard`], or [`Error::NotAcquired`] when another owner holds the key
     /// and no wait was set, or [`Error::Timeout`] when the wait elapsed.
     pub async fn acquire(self) -> Result<Guard, Error> {
