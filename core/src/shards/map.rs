@@ -5,8 +5,7 @@
 use super::fence::MAX_EPOCH;
 use super::route;
 
-/// Longest server name (it is stored with every server's map and hashed on every route).
-pub const MAX_NAME_BYTES: usize = 63;
+pub use super::route::MAX_NAME_BYTES;
 /// Most servers in one map.
 pub const MAX_SERVERS: usize = 256;
 

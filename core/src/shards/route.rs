@@ -4,6 +4,9 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+/// Longest server name (it is stored with every server's map and hashed on every route).
+pub const MAX_NAME_BYTES: usize = 63;
+
 /// Seed of the routing hash: "dlock_sh". Part of the wire format: clients and servers of one
 /// deployment must agree, so it never changes within a major version.
 const SEED: u64 = 0x646c_6f63_6b5f_7368;
@@ -68,7 +71,7 @@ pub fn owner_index<'a>(servers: impl IntoIterator<Item = &'a str>, key: &str) ->
 /// short keys (zeroing the large one would cost more than the hash).
 fn weight_on_stack(server: &str, tag: &str) -> u64 {
     /// A longest name, the zero byte and a longest key.
-    const ROOM: usize = super::map::MAX_NAME_BYTES + 1 + crate::limits::MAX_KEY_BYTES;
+    const ROOM: usize = MAX_NAME_BYTES + 1 + crate::limits::MAX_KEY_BYTES;
     match server.len() + 1 + tag.len() {
         ..=128 => weight_in::<128>(server, tag),
         129..=ROOM => weight_in::<ROOM>(server, tag),

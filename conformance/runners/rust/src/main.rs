@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::scenario::{Environment, Failure, Scenario};
+use crate::scenario::{ActionFuture, Environment, Failure, Scenario};
 use crate::url::Url;
 
 /// Which edition the server runs: `native` when `dlock_acquire` is a C function.
@@ -102,6 +102,7 @@ async fn run(args: Args) -> Result<bool, String> {
         dsn: Url::parse(&dsn)?,
         pgbouncer: pgbouncer.as_deref().map(Url::parse).transpose()?,
         run_id: format!("{:08x}", fastrand::u32(..)),
+        client_actions,
     });
     println!("conformance: rust, edition {edition}, run {}, has {have:?}", env.run_id);
 
@@ -202,4 +203,13 @@ fn differences(suite: &Path, edition: &str) -> Result<BTreeMap<String, String>, 
             Some((scenario, why))
         })
         .collect())
+}
+
+/// The client's actions, as the scenario engine calls them.
+fn client_actions<'a>(
+    scenario: &'a Arc<Scenario>,
+    action: &'a str,
+    step: &'a serde_json::Value,
+) -> ActionFuture<'a> {
+    Box::pin(actions::perform(scenario, action, step))
 }

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
-use crate::actions;
 use crate::child::Child;
 use crate::handles::{ClientHandle, Handle, LeaseHandle};
 use crate::url::Url;
@@ -26,11 +25,19 @@ use crate::values::Values;
 /// How long one step may take before the scenario fails (never a measurement).
 const STEP_LIMIT: Duration = Duration::from_secs(60);
 
+/// The future of a client action.
+pub type ActionFuture<'a> = Pin<Box<dyn Future<Output = Result<Performed, StepError>> + Send + 'a>>;
+
+/// Performs a client action (`actions::perform`, handed in by `main`: the engine runs the
+/// client's actions without depending on them, and they depend on the engine).
+pub type ClientActions = for<'a> fn(&'a Arc<Scenario>, &'a str, &'a Value) -> ActionFuture<'a>;
+
 /// What every scenario of a run shares.
 pub struct Environment {
     pub dsn: Url,
     pub pgbouncer: Option<Url>,
     pub run_id: String,
+    pub client_actions: ClientActions,
 }
 
 /// What one step did, or how it failed, and how long it took.
@@ -237,7 +244,7 @@ impl Scenario {
         match action {
             "session" | "sql" | "wait_until" | "child_start" | "child_lock" | "child_signal"
             | "child_wait_lost" | "child_release" | "child_quit" => self.perform_own(action, step).await,
-            _ => actions::perform(self, action, step).await,
+            _ => (self.env.client_actions)(self, action, step).await,
         }
     }
 
