@@ -83,7 +83,7 @@ demo: install
 # multi-session integration tests and a chaos run (test-hostile), then the packages
 # (test-package: the Debian package on 15, the tarball on 18); `make test PG=18` runs the whole
 # suite on 18.
-test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples test-clients test-java
+test: test-unit test-pg test-regress test-isolation test-integration test-chaos test-prometheus test-examples test-clients test-java test-sql-edition
 ifeq ($(PG),15)
 	@$(MAKE) --no-print-directory PG=18 PG_CONFIG=$(PG18_CONFIG) test-hostile
 	@$(MAKE) --no-print-directory test-package
@@ -263,6 +263,9 @@ lint:
 	$(CARGO) clippy --workspace --exclude dlock --all-targets --all-features -- -D warnings
 	$(CARGO) clippy -p dlock --all-targets --features pg_test -- -D warnings
 	$(CARGO) clippy -p dlock --all-targets --no-default-features --features pg18,pg_test -- -D warnings
+
+# The SQL-only edition for managed PostgreSQL: make sql-edition, test-sql-edition, bench-sql-edition.
+include sql-edition/sql-edition.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,3 @@
+-- The lease table, its fence sequence and the roles: the native extension's own
+-- extension/src/schema/bootstrap.sql follows here (build.sh includes it), so that both
+-- editions share one table shape and a database can move between them.

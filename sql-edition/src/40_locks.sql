@@ -1,0 +1,89 @@
+-- The lock manager's part. All are advisory locks on a 64-bit hash of the key, one seed per
+-- purpose (collisions across 2^64 are ignored, as the native edition ignores xxh3's):
+--   key lock    (xact, exclusive):  taken by every change of the key, held to the end of the
+--                                   transaction, so the key is busy while a change is open
+--                                   (tries answer NULL at once; waits wait in the lock manager)
+--               (xact, share):      a true dlock_holds pins the key until its transaction ends
+--   queue lock  (session, exclusive): waiters of the key queue on it, first come first served;
+--                                   only the head polls the key
+--               (xact, share, try): an acquire that would not wait sees whether anyone queues
+--   bound lock  (session, share):   held by the session of a session-bound lease: the lease is
+--                                   live while its holder_pid holds it (pg_locks)
+--   watch lock  (session, share):   held by sessions that dlock_watch the key; a release
+--                                   probes it to know whether to NOTIFY
+CREATE FUNCTION dlock_internal.key_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7631) $$;
+CREATE FUNCTION dlock_internal.queue_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7632) $$;
+CREATE FUNCTION dlock_internal.bound_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7633) $$;
+CREATE FUNCTION dlock_internal.watch_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7634) $$;
+
+-- The key's NOTIFY channel: "dlock_" and 16 hex digits, like the native edition's (whose hash
+-- is xxh3: the digits differ, clients take the channel from dlock_watch). No payload: the key's
+-- name stays private.
+CREATE FUNCTION dlock_internal.channel(key pg_catalog.text) RETURNS pg_catalog.text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT 'dlock_' || pg_catalog.lpad(pg_catalog.to_hex(dlock_internal.watch_lock(key)), 16, '0') $$;
+
+-- Whether a backend holds an advisory lock (as pg_locks shows a bigint one).
+CREATE FUNCTION dlock_internal.holds_advisory(pid pg_catalog.int4, lock pg_catalog.int8)
+    RETURNS pg_catalog.bool LANGUAGE sql STABLE
+AS $$
+    SELECT EXISTS (
+        SELECT FROM pg_catalog.pg_locks AS l
+         WHERE l.locktype = 'advisory' AND l.pid = pid AND l.granted
+           AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database())
+           AND l.classid = ((lock >> 32) & 4294967295)::pg_catalog.oid
+           AND l.objid = (lock & 4294967295)::pg_catalog.oid
+           AND l.objsubid = 1)
+$$;
+
+-- Whether a session-bound lease held by pid is live: pid is this session, or it still holds
+-- the key's bound lock (a pid reused by a new backend does not).
+CREATE FUNCTION dlock_internal.bound_alive(key pg_catalog.text, pid pg_catalog.int4)
+    RETURNS pg_catalog.bool LANGUAGE sql STABLE
+AS $$
+    SELECT pid = pg_catalog.pg_backend_pid()
+        OR dlock_internal.holds_advisory(pid, dlock_internal.bound_lock(key))
+$$;
+
+-- Whether a lease row is live at `at`: held, and unexpired or session-bound to a live session.
+CREATE FUNCTION dlock_internal.is_live(l dlock_internal.lease, at pg_catalog.timestamptz)
+    RETURNS pg_catalog.bool LANGUAGE sql STABLE
+AS $$
+    SELECT l.hold_count > 0 AND l.owner IS NOT NULL
+       AND CASE WHEN l.expires_at = 'infinity'::pg_catalog.timestamptz
+                THEN dlock_internal.bound_alive(l.key, l.holder_pid)
+                ELSE l.expires_at > at END
+$$;
+
+-- Tells the key's watchers (if any) that it may have become free: a NOTIFY at commit. A probe
+-- of the watch lock, so that keys nobody watches cost no NOTIFY (which serializes commits).
+CREATE FUNCTION dlock_internal.notify(key pg_catalog.text) RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key)) THEN
+        PERFORM pg_catalog.pg_notify(dlock_internal.channel(key), '');
+    END IF;
+END
+$$;
+
+-- Grants must survive a crash: a session running with synchronous_commit off or local has it
+-- raised to on for the granting transaction, so the commit (and the fence sequence's WAL
+-- before it) is flushed before the fence reaches the client.
+CREATE FUNCTION dlock_internal.durable_commit() RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+END
+$$;

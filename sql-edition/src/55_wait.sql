@@ -1,0 +1,113 @@
+-- Taking a key, waiting up to p_wait (NULL: no limit) when it is busy.
+--
+-- A statement cannot wake on NOTIFY (notifications arrive between transactions), and this
+-- edition has no shared memory. So: waiters queue in the lock manager on the key's queue lock
+-- (first come, first served; pg_stat_activity shows them as Lock/advisory and they use no CPU),
+-- and only the head of the queue looks at the key: it waits in the lock manager for a
+-- transaction that holds the key lock, and otherwise sleeps between looks with a bounded
+-- backoff (1 ms doubling up to settings.poll_max, never past the blocking lease's expiry;
+-- shown as Timeout/PgSleep). Each look is a subtransaction, so a look that finds the key busy
+-- lets go of the key lock at once.
+CREATE FUNCTION dlock_internal.acquire(
+    p_key pg_catalog.text, p_owner pg_catalog.text, p_ttl pg_catalog.interval, p_wait pg_catalog.interval,
+    p_kind pg_catalog."char", p_max_holders pg_catalog.int4, p_lock_delay pg_catalog.interval,
+    p_info pg_catalog.text)
+    RETURNS pg_catalog.int8 LANGUAGE plpgsql
+AS $$
+DECLARE
+    role_ pg_catalog.oid := dlock_internal.caller();
+    klock pg_catalog.int8 := dlock_internal.key_lock(p_key);
+    qlock pg_catalog.int8 := dlock_internal.queue_lock(p_key);
+    fence_ pg_catalog.int8;
+    retry_ pg_catalog.interval;
+    bound_ pg_catalog.bool := false;
+    deadline pg_catalog.timestamptz := pg_catalog.clock_timestamp() + p_wait;
+    lock_timeout_was pg_catalog.text := pg_catalog.current_setting('lock_timeout');
+    pause pg_catalog.float8 := 0.001;
+    pause_max pg_catalog.float8;
+    left_ms pg_catalog.float8;
+    queued pg_catalog.bool := false;
+BEGIN
+    BEGIN
+        LOOP
+            -- A look at the key: under its key lock, in a subtransaction, so that a look that
+            -- finds the key busy lets go of the key lock at once. Before queueing the look
+            -- never waits (a try answers at once); the head of the queue waits in the lock
+            -- manager for a transaction that holds the key lock.
+            -- The head's cheap look first: while a TTL lease that no request can share holds
+            -- the key (or its lock-delay does), the full look would only find it busy.
+            IF queued AND EXISTS (
+                    SELECT FROM dlock_internal.lease AS l
+                     WHERE l.key = p_key AND l.kind <> 's' AND l.hold_count > 0 AND l.owner IS NOT NULL
+                       AND l.expires_at <> 'infinity'::pg_catalog.timestamptz
+                       AND l.expires_at + l.lock_delay > pg_catalog.clock_timestamp()) THEN
+                fence_ := NULL;
+                retry_ := NULL;   -- the backoff alone decides the next look
+            ELSE
+            BEGIN
+                IF NOT queued THEN
+                    IF NOT pg_catalog.pg_try_advisory_xact_lock(klock) THEN
+                        RAISE SQLSTATE 'DLK01';
+                    END IF;
+                ELSE
+                    IF deadline IS NOT NULL THEN
+                        left_ms := pg_catalog.date_part('epoch', deadline - pg_catalog.clock_timestamp()) * 1000;
+                        PERFORM pg_catalog.set_config('lock_timeout',
+                            GREATEST(1, pg_catalog.ceil(left_ms))::pg_catalog.int8::pg_catalog.text, true);
+                    END IF;
+                    PERFORM pg_catalog.pg_advisory_xact_lock(klock);
+                    PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
+                END IF;
+                SELECT a.fence, a.retry_after, a.bound_here INTO fence_, retry_, bound_
+                  FROM dlock_internal.attempt(p_key, p_owner, p_ttl, p_kind, p_max_holders, p_lock_delay,
+                                              p_info, role_, queued) AS a;
+                IF fence_ IS NULL THEN
+                    RAISE SQLSTATE 'DLK01';   -- busy: undo the look, key lock included
+                END IF;
+            EXCEPTION
+                WHEN SQLSTATE 'DLK01' THEN NULL;
+                WHEN lock_not_available THEN NULL;   -- a transaction kept the key past the wait
+            END;
+            END IF;
+            EXIT WHEN fence_ IS NOT NULL OR p_wait = '0'::pg_catalog.interval;
+            IF p_wait IS NULL AND bound_ THEN
+                RAISE EXCEPTION USING ERRCODE = '40P01',
+                    MESSAGE = 'dlock: deadlock detected: the key is held by a lease bound to this same session',
+                    HINT = 'Another owner string of this session holds it; release it first, or give the wait a limit.';
+            END IF;
+            left_ms := CASE WHEN deadline IS NULL THEN 'Infinity'::pg_catalog.float8
+                            ELSE pg_catalog.date_part('epoch', deadline - pg_catalog.clock_timestamp()) * 1000 END;
+            EXIT WHEN left_ms <= 0;
+            IF NOT queued THEN
+                -- Join the queue (first come, first served), then look again as its head.
+                BEGIN
+                    IF deadline IS NOT NULL THEN
+                        PERFORM pg_catalog.set_config('lock_timeout',
+                            GREATEST(1, pg_catalog.ceil(left_ms))::pg_catalog.int8::pg_catalog.text, true);
+                    END IF;
+                    PERFORM pg_catalog.pg_advisory_lock(qlock);
+                    queued := true;
+                    PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
+                EXCEPTION WHEN lock_not_available THEN
+                    EXIT;   -- the wait ran out in the queue (the subtransaction undid the setting)
+                END;
+                pause_max := pg_catalog.date_part('epoch', (SELECT s.poll_max FROM dlock_internal.settings AS s));
+                CONTINUE;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(GREATEST(0.0002, LEAST(pause, left_ms / 1000,
+                COALESCE(pg_catalog.date_part('epoch', retry_), pause))));
+            pause := LEAST(pause * 2, pause_max);
+        END LOOP;
+        IF queued THEN
+            PERFORM pg_catalog.pg_advisory_unlock(qlock);
+        END IF;
+        RETURN fence_;
+    EXCEPTION WHEN query_canceled OR others THEN
+        -- Cancelled, timed out by statement_timeout, or refused: leave the queue, no trace.
+        IF queued THEN
+            PERFORM pg_catalog.pg_advisory_unlock(qlock);
+        END IF;
+        RAISE;
+    END;
+END
+$$;

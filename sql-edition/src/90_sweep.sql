@@ -1,0 +1,125 @@
+-- Expiry without a background worker (extension/src/store/sweep.rs). A lease that is over
+-- stops counting at once (every reader checks expires_at and the holder's session); its row
+-- goes later:
+--  * a grant overwrites or deletes the dead rows of its own key;
+--  * a grant that added a row sweeps one random heap page of the table, and one grant in eight
+--    that added none sweeps one too: the due rows settle at about one per page, so the table
+--    stays at about what the live leases and the keys of the last sweep_after need, whatever
+--    the churn of keys;
+--  * dlock_sweep() sweeps the whole table (a pg_cron job, or the client, may call it), and
+--    notifies the watchers of keys whose leases it found expired.
+-- A row is due when it has been over for longer than settings.sweep_after: free since then,
+-- expired since then (and its lock-delay run out), or bound to a session that has ended. Rows
+-- whose key lock is taken are skipped (the key is being changed).
+
+-- Whether a row is due for deletion at p_at.
+CREATE FUNCTION dlock_internal.is_due(l dlock_internal.lease, p_at pg_catalog.timestamptz, p_after pg_catalog.interval)
+    RETURNS pg_catalog.bool LANGUAGE sql STABLE
+AS $$
+    SELECT CASE
+        WHEN l.hold_count = 0 OR l.owner IS NULL THEN l.expires_at + p_after < p_at
+        WHEN l.expires_at = 'infinity'::pg_catalog.timestamptz THEN NOT dlock_internal.bound_alive(l.key, l.holder_pid)
+        ELSE l.expires_at + l.lock_delay + p_after < p_at
+    END
+$$;
+
+-- Frees the leases that are over and deletes the due rows among the rows from p_from up to
+-- p_to (ctids), each under its key lock (skipped when taken): how many rows it changed.
+CREATE FUNCTION dlock_internal.sweep_rows(p_from pg_catalog.tid, p_to pg_catalog.tid, p_notify pg_catalog.bool)
+    RETURNS pg_catalog.int4 LANGUAGE plpgsql
+AS $$
+DECLARE
+    now_ pg_catalog.timestamptz := pg_catalog.clock_timestamp();
+    after pg_catalog.interval := (SELECT s.sweep_after FROM dlock_internal.settings AS s);
+    r dlock_internal.lease;
+    n pg_catalog.int4 := 0;
+BEGIN
+    -- A TID range scan; rows that cannot be over are filtered out before PL/pgSQL sees them.
+    FOR r IN SELECT l.* FROM dlock_internal.lease AS l
+              WHERE l.ctid >= p_from AND l.ctid < p_to
+                AND (l.hold_count = 0 OR l.owner IS NULL OR l.expires_at = 'infinity' OR l.expires_at <= now_) LOOP
+        IF r.hold_count > 0 AND r.owner IS NOT NULL AND NOT dlock_internal.is_live(r, now_)
+           AND (r.expires_at = 'infinity' OR r.expires_at + r.lock_delay <= now_) THEN
+            -- Over (expired, lock-delay run out, or its session gone): free it and tell the
+            -- key's watchers; the key row stays (free since then) for the key's next grant.
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(r.key)) THEN
+                CONTINUE;
+            END IF;
+            IF r.holder = '' THEN
+                UPDATE dlock_internal.lease AS l
+                   SET hold_count = 0, owner = NULL, role = NULL, holder_pid = NULL, info = NULL,
+                       expires_at = CASE WHEN r.expires_at = 'infinity' THEN now_ ELSE r.expires_at + r.lock_delay END
+                 WHERE l.key = r.key AND l.holder = '' AND l.fence = r.fence AND l.hold_count > 0;
+            ELSE
+                DELETE FROM dlock_internal.lease AS l
+                 WHERE l.key = r.key AND l.holder = r.holder AND l.fence = r.fence;
+            END IF;
+            IF FOUND THEN
+                n := n + 1;
+                IF p_notify THEN
+                    PERFORM dlock_internal.notify(r.key);
+                END IF;
+            END IF;
+        ELSIF dlock_internal.is_due(r, now_, after)
+              AND pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(r.key)) THEN
+            DELETE FROM dlock_internal.lease AS l
+             WHERE l.key = r.key AND l.holder = r.holder AND dlock_internal.is_due(l, now_, after);
+            IF FOUND THEN
+                n := n + 1;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- One random page's rows.
+CREATE FUNCTION dlock_internal.sweep_page() RETURNS pg_catalog.int4
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    pages pg_catalog.int8 := pg_catalog.pg_relation_size('dlock_internal.lease'::pg_catalog.regclass)
+                             / pg_catalog.current_setting('block_size')::pg_catalog.int8;
+    page pg_catalog.int8;
+BEGIN
+    IF pages = 0 THEN
+        RETURN 0;
+    END IF;
+    page := pg_catalog.floor(pg_catalog.random() * pages)::pg_catalog.int8;
+    RETURN dlock_internal.sweep_rows(pg_catalog.format('(%s,0)', page)::pg_catalog.tid,
+                                     pg_catalog.format('(%s,0)', page + 1)::pg_catalog.tid, false);
+END
+$$;
+
+-- Only a grant made by an autocommit statement sweeps (the first statement of its transaction:
+-- now() = statement_timestamp()): a swept row's key stays locked until the sweeping transaction
+-- ends, and a transaction block could keep that key's acquirers waiting as long as it runs.
+CREATE FUNCTION dlock_internal.after_insert() RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF pg_catalog.now() = pg_catalog.statement_timestamp() THEN
+        PERFORM dlock_internal.sweep_page();
+    END IF;
+END
+$$;
+
+CREATE FUNCTION dlock_internal.after_grant() RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF pg_catalog.random() < 0.125 AND pg_catalog.now() = pg_catalog.statement_timestamp() THEN
+        PERFORM dlock_internal.sweep_page();
+    END IF;
+END
+$$;
+
+-- The whole table: the number of rows deleted. For a pg_cron job
+-- (SELECT cron.schedule('dlock-sweep', '* * * * *', 'SELECT dlock_sweep()')) or the client.
+CREATE FUNCTION dlock_sweep() RETURNS pg_catalog.int4
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN dlock_internal.sweep_rows('(0,0)'::pg_catalog.tid, '(4294967295,0)'::pg_catalog.tid, true);
+END
+$$;

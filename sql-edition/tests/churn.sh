@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The lease table stays bounded under a churn of new keys, with no background worker: 20,000
+# keys taken and released once each (settings.sweep_after = 0) leave a fraction of the rows,
+# swept by the grants themselves; dlock_sweep() then empties it of everything that is over.
+# (Without the grants' page sweeps the table would keep all 20,000 rows.)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sqled_cluster churn
+trap sqled_destroy EXIT
+q app_owner "UPDATE dlock_internal.settings SET sweep_after = '0'" >/dev/null
+cat >"$SQLED_DIR/fresh.sql" <<'SQL'
+\set k random(1, 1000000000)
+SELECT dlock_acquire('c' || :client_id || ':' || :k, 'o' || :client_id, '30 seconds');
+SELECT dlock_release('c' || :client_id || ':' || :k, 'o' || :client_id);
+SQL
+"$("$PG_CONFIG" --bindir)/pgbench" -n -c 4 -j 4 -t 5000 -U app_owner -f "$SQLED_DIR/fresh.sql" app >"$SQLED_DIR/pgbench.log" 2>&1 ||
+  { cat "$SQLED_DIR/pgbench.log"; fail "pgbench failed"; }
+rows=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
+pages=$(q app_owner "SELECT pg_relation_size('dlock_internal.lease') / 8192")
+echo "churn: 20000 keys taken and released: $rows rows left on $pages pages"
+[ "$rows" -lt 4000 ] || fail "the grants' sweeps left $rows of 20000 rows"
+q app_owner "SELECT dlock_acquire('live', 'o', '1 hour')" >/dev/null
+q app_owner "SELECT dlock_sweep()" >/dev/null
+expect app_owner "SELECT count(*) FROM dlock_internal.lease" 1
+echo "churn: dlock_sweep() left the one live lease"

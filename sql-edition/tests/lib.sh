@@ -1,0 +1,51 @@
+# Shared by the SQL edition's test scripts: a cluster of our own with the edition installed
+# by a non-superuser database owner.
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/common.sh"
+SQLED=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$SQLED/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+export PG_CONFIG
+CLUSTER_SH="$ROOT/tests/scripts/cluster.sh"
+
+# sqled_cluster NAME [postgresql.conf lines...]: a fresh cluster in $BUILD/sql-edition/NAME,
+# database "app" owned by role "app_owner" (LOGIN CREATEROLE, no superuser), the edition
+# installed by it in schema "dlock"; exports PGHOST, PGPORT, SQLED_DIR.
+sqled_cluster() {
+  local name=$1
+  shift
+  SQLED_DIR=$BUILD/sql-edition/$name
+  bash "$CLUSTER_SH" destroy "$SQLED_DIR"
+  eval "$(bash "$CLUSTER_SH" start "$SQLED_DIR" "$@")"
+  export PGHOST PGPORT SQLED_DIR
+  local file
+  file=$(OUT=$BUILD/sql-edition bash "$SQLED/build.sh" | tail -n 1)
+  psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres \
+    -c "CREATE ROLE app_owner LOGIN CREATEROLE" -c "CREATE DATABASE app OWNER app_owner" >/dev/null
+  psql -X -q -v ON_ERROR_STOP=1 -U app_owner -d app -c "CREATE SCHEMA dlock" -c "GRANT USAGE ON SCHEMA dlock TO PUBLIC" -c "SET search_path = dlock" -f "$file" >/dev/null
+  psql -X -q -v ON_ERROR_STOP=1 -U postgres -d app -c "ALTER DATABASE app SET search_path = dlock, public" >/dev/null
+}
+
+sqled_stop() { bash "$CLUSTER_SH" stop "$SQLED_DIR" "${1:-fast}"; }
+sqled_start() { eval "$(bash "$CLUSTER_SH" start "$SQLED_DIR")"; export PGHOST PGPORT; }
+sqled_destroy() { bash "$CLUSTER_SH" destroy "$SQLED_DIR"; }
+
+# q USER SQL: one value, as USER in database app.
+q() { psql -X -q -At -v ON_ERROR_STOP=1 -U "$1" -d app -c "$2"; }
+
+fail() { echo "${0##*/}: FAILED: $*" >&2; exit 1; }
+
+# expect USER SQL WANT: the one value SQL gives as USER is WANT.
+expect() {
+  local got
+  got=$(q "$1" "$2" 2>&1) || fail "$2 as $1: $got"
+  [ "$got" = "$3" ] || fail "$2 as $1: got '$got', want '$3'"
+}
+
+# expect_error USER SQL SQLSTATE [TEXT]: SQL fails as USER with SQLSTATE (and TEXT in the message).
+expect_error() {
+  local out
+  out=$(psql -X -q -At -U "$1" -d app -v VERBOSITY=verbose -c "$2" 2>&1) && fail "$2 as $1: no error (got '$out')"
+  grep -q "ERROR:  $3" <<<"$out" || fail "$2 as $1: want SQLSTATE $3, got: $out"
+  [ -z "${4:-}" ] || grep -qF "$4" <<<"$out" || fail "$2 as $1: want '$4' in: $out"
+}

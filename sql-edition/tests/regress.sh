@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The native edition's pg_regress suite (tests/regress) against the SQL-only edition.
+#
+# The suite is copied to $OUT/suite; every file in sql-edition/differences/*.patch (the one
+# place where differences are declared, each hunk explained in its header) is applied to the
+# copy; then pg_regress runs it against a fresh cluster where a non-superuser database owner
+# installed the edition's one file. Any output that differs from the patched expected files
+# fails: an undeclared difference is a failure. A patch that no longer applies fails too.
+#
+#   PG_CONFIG=...   the PostgreSQL to test (default 15)
+#   DLOCK_HOSTILE=1 under the hostile-schema net (tests/fixtures/hostile): the cluster's traps
+#                   in schema public, first on every search_path; the install is armed
+#   SQLED_ACCEPT=1  write the current differences to $OUT/differences.diff (to READ, then
+#                   declare what is legitimate), instead of failing
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/common.sh"
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$here/.." && pwd)
+BUILD=${BUILD:-$root/build}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+export PG_CONFIG
+major=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+OUT=$BUILD/sql-edition/regress-pg$major${DLOCK_HOSTILE:+-hostile}
+cluster=$BUILD/sql-edition/regress-cluster-pg$major${DLOCK_HOSTILE:+-hostile}
+pg_regress="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+cluster_sh="$root/tests/scripts/cluster.sh"
+
+file=$(OUT=$BUILD/sql-edition bash "$here/build.sh" | tail -n 1)
+
+rm -rf "$OUT"
+mkdir -p "$OUT/suite"
+cp -r "$root/tests/regress/sql" "$root/tests/regress/expected" "$OUT/suite/"
+for p in "$here"/differences/*.patch; do
+  [ -e "$p" ] || continue
+  if ! patch -s -p1 -d "$OUT/suite" --no-backup-if-mismatch -r - <"$p"; then
+    echo "sql-edition regress: declared difference $(basename "$p") no longer applies" >&2
+    exit 1
+  fi
+done
+
+bash "$cluster_sh" destroy "$cluster"
+stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
+trap stop_cluster EXIT
+eval "$(bash "$cluster_sh" start "$cluster")"
+
+template=template0
+[ "${DLOCK_HOSTILE:-}" = 1 ] && template=template1
+# The installer has what a managed service gives the database's owner: not a superuser,
+# CREATEROLE, owner of the database (and so of its schema public).
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -v template="$template" <<'SQL'
+CREATE ROLE dlock_installer LOGIN CREATEROLE;
+CREATE DATABASE dlock_regress TEMPLATE :"template" OWNER dlock_installer;
+ALTER DATABASE dlock_regress SET lc_messages TO 'C';
+ALTER DATABASE dlock_regress SET lc_monetary TO 'C';
+ALTER DATABASE dlock_regress SET lc_numeric TO 'C';
+ALTER DATABASE dlock_regress SET lc_time TO 'C';
+ALTER DATABASE dlock_regress SET bytea_output TO 'hex';
+ALTER DATABASE dlock_regress SET timezone_abbreviations TO 'Default';
+SQL
+# Installed into schema public, as the native suite creates the extension there; under the
+# net the traps are there too, and armed for the install.
+armed=
+[ "${DLOCK_HOSTILE:-}" = 1 ] && armed="SET dlock_trap.armed = on"
+psql -X -q -v ON_ERROR_STOP=1 -d dlock_regress -U dlock_installer \
+  -c "SET search_path = public" ${armed:+-c "$armed"} -f "$file" >"$OUT/install.log" 2>&1 || {
+  cat "$OUT/install.log" >&2
+  echo "sql-edition regress: the install failed" >&2
+  exit 1
+}
+if grep -q "dlock-trap sprung" "$OUT/install.log"; then
+  cat "$OUT/install.log" >&2
+  echo "sql-edition regress: a hostile-schema trap sprang during the install" >&2
+  exit 1
+fi
+
+tests=()
+for f in "$OUT"/suite/sql/*.sql; do tests+=("$(basename "$f" .sql)"); done
+status=0
+"$pg_regress" --use-existing --bindir="$("$PG_CONFIG" --bindir)" \
+  --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname=dlock_regress \
+  --inputdir="$OUT/suite" --outputdir="$OUT" "${tests[@]}" >"$OUT/pg_regress.log" 2>&1 || status=$?
+cat "$OUT/pg_regress.log"
+if [ "${DLOCK_HOSTILE:-}" = 1 ]; then
+  # Every public function once more with the net armed (a trap anywhere in it springs).
+  psql -X -q -d dlock_regress -U postgres -f "$here/tests/armed.sql" >"$OUT/armed.log" 2>&1
+  grep -q "dlock-trap sprung" "$OUT/armed.log" && { cat "$OUT/armed.log" >&2; echo "sql-edition regress: a trap sprang" >&2; exit 1; }
+  # The net is live: the same armed session trips a trap with an operator of its own.
+  psql -X -q -d dlock_regress -U postgres -c "SET dlock_trap.armed = on" -c "SELECT 'a'::text = 'b'::text" >"$OUT/net-live.log" 2>&1
+  grep -q "dlock-trap sprung" "$OUT/net-live.log" || { cat "$OUT/net-live.log" >&2; echo "sql-edition regress: the hostile-schema net did not spring on a control" >&2; exit 1; }
+fi
+stop_cluster
+trap - EXIT
+if grep "dlock-trap sprung" "$(readlink -f "$cluster")/server.log" | grep -vq "operator =(text, text)"; then
+  grep -A3 "dlock-trap sprung" "$(readlink -f "$cluster")/server.log" >&2
+  echo "sql-edition regress: a hostile-schema trap ran inside the edition's statements" >&2
+  exit 1
+fi
+if [ "$status" -ne 0 ]; then
+  if [ "${SQLED_ACCEPT:-0}" = 1 ]; then
+    cp "$OUT/regression.diffs" "$OUT/differences.diff"
+    echo "sql-edition regress: differences in $OUT/differences.diff (declare only what is legitimate)"
+    exit 0
+  fi
+  [ -s "$OUT/regression.diffs" ] && cat "$OUT/regression.diffs"
+  echo "sql-edition regress: FAILED on PostgreSQL $major: an undeclared difference (results in $OUT)" >&2
+  exit 1
+fi
+echo "sql-edition regress: ${#tests[@]} tests passed on PostgreSQL $major, with the differences declared in sql-edition/differences"

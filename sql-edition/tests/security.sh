@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# What a managed service needs of the SQL edition: installed by a database owner who is not a
+# superuser; every function pins search_path = pg_catalog, pg_temp; the internal schema, table,
+# sequence and functions closed to PUBLIC; another role can neither release, renew nor see the
+# owner of a lease, nor call the internal functions, nor pass for another role.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sqled_cluster security
+trap sqled_destroy EXIT
+
+q postgres "CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; CREATE ROLE ops LOGIN; GRANT dlock_admin TO ops; CREATE ROLE checker LOGIN; GRANT dlock_fencer TO checker" >/dev/null
+
+expect postgres "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'" f
+# Every SECURITY DEFINER function of the edition pins exactly this search_path; the public ones
+# are SECURITY DEFINER owned by the installer; the internal ones are not (but the view's) and
+# PUBLIC may not execute them (but the view's).
+expect postgres "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE (n.nspname = 'dlock_internal' OR (n.nspname = 'dlock' AND p.proname LIKE 'dlock\_%'))
+    AND p.prosecdef AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']" 0
+expect postgres "SELECT string_agg(p.proname, ',') FROM pg_proc p
+  WHERE p.pronamespace = 'dlock_internal'::regnamespace AND p.prosecdef" lock_rows
+expect postgres "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE n.nspname = 'dlock' AND (NOT p.prosecdef OR p.proowner <> 'app_owner'::regrole)" 0
+expect postgres "SELECT string_agg(p.proname, ',') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE n.nspname = 'dlock_internal' AND has_function_privilege('public', p.oid, 'EXECUTE')" lock_rows
+expect postgres "SELECT has_schema_privilege('public', 'dlock_internal', 'USAGE')" f
+expect postgres "SELECT bool_or(has_table_privilege('public', c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE'))
+  FROM pg_class c WHERE c.relnamespace = 'dlock_internal'::regnamespace AND c.relkind IN ('r','S')" f
+
+# alice's lease; bob knows her owner string.
+f=$(q alice "SELECT dlock_acquire('sec:k', 'alice-1', '1 hour')")
+expect_error bob "SELECT dlock_release('sec:k', 'alice-1')" 42501 "permission denied to release a lease taken by another role"
+expect_error bob "SELECT dlock_renew('sec:k', 'alice-1', '1 minute')" 42501 "permission denied to renew"
+expect bob "SELECT dlock_release_all('alice-1')" 0
+expect_error bob "SELECT dlock_force_release('sec:k')" 42501 "permission denied for dlock_force_release"
+expect_error bob "SELECT dlock_holds('sec:k', $f)" 42501 "permission denied to check the fence"
+expect bob "SELECT coalesce(owner, '(hidden)') || ' ' || holder_role FROM dlock_locks" "(hidden) alice"
+expect alice "SELECT owner FROM dlock_locks" alice-1
+expect ops "SELECT owner FROM dlock_locks" alice-1
+expect checker "SELECT dlock_holds('sec:k', $f)" t
+# The internal state and functions are out of bob's reach, directly and by pretending.
+expect_error bob "SELECT * FROM dlock_internal.lease" 42501
+expect_error bob "SELECT dlock_internal.release('sec:k', 'alice-1')" 42501
+expect_error bob "SELECT dlock_internal.attempt('sec:k', 'x', NULL, 'x', NULL, '0', NULL, 'alice'::regrole, true)" 42501
+expect_error bob "SELECT nextval('dlock_internal.fence_seq')" 42501
+expect_error bob "SET ROLE alice" 42501
+expect_error bob "UPDATE dlock.dlock_locks SET owner = 'bob'" 55000
+# A role bob is a member of: its leases are bob's to release after SET ROLE (as natively).
+q postgres "CREATE ROLE team; GRANT team TO bob" >/dev/null
+expect bob "SET ROLE team; SELECT dlock_acquire('sec:team', 'team-1', '1 hour') IS NOT NULL" t
+expect postgres "SELECT holder_role FROM dlock_locks WHERE key = 'sec:team'" team
+expect_error bob "SELECT dlock_release('sec:team', 'team-1')" 42501
+expect bob "SET ROLE team; SELECT dlock_release('sec:team', 'team-1')" t
+# Admins act on anyone's leases.
+expect ops "SELECT dlock_renew('sec:k', 'alice-1', '2 hours') > now() + interval '119 minutes'" t
+expect ops "SELECT dlock_force_release('sec:k')" t
+expect alice "SELECT dlock_holds('sec:k', $f)" f
+# A temporary object of the caller's cannot stand in for the edition's (pg_temp is last, and
+# never searched for functions or operators).
+expect bob "CREATE TEMP TABLE lease (x int); CREATE FUNCTION pg_temp.clock_timestamp() RETURNS timestamptz LANGUAGE sql AS \$\$ SELECT 'infinity'::timestamptz \$\$; SELECT dlock_acquire('sec:t', 'bob-1', '1 second') IS NOT NULL" t
+sleep 1.2
+expect alice "SELECT dlock_acquire('sec:t', 'alice-2', '1 minute') IS NOT NULL" t
+# Fast mode: 0A000, naming the native extension.
+expect_error alice "SELECT dlock_fast_acquire('f', 'o', '1 second')" 0A000 "native dlock extension"
+# A try never blocks on a key another transaction is changing; a wait waits for it.
+psql -X -q -U alice -d app -c "BEGIN" -c "SELECT dlock_acquire('sec:tx', 'a', '1 minute')" -c "SELECT pg_sleep(2)" -c "COMMIT" >/dev/null &
+sleep 0.5
+expect bob "SELECT dlock_acquire('sec:tx', 'b', '1 minute') IS NULL AND clock_timestamp() - statement_timestamp() < interval '200 ms'" t
+wait
+echo "security: all checks passed"

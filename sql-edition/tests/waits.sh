@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Waits in SQL: waiters queue first come first served in the lock manager; only the head
+# polls, with a bounded backoff; every waiting session shows a wait event in
+# pg_stat_activity; dlock_locks counts them; a cancelled wait leaves no trace; releases (and
+# expiries found by dlock_sweep) NOTIFY the key's channel for dlock_watch-ers.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sqled_cluster waits
+trap sqled_destroy EXIT
+
+# Five waiters arrive 200 ms apart on a held key; each, once granted, holds it 100 ms.
+q app_owner "CREATE TABLE granted (n int, fence bigint, at timestamptz DEFAULT clock_timestamp())" >/dev/null
+q app_owner "SELECT dlock_acquire('w:k', 'holder', '1 minute')" >/dev/null
+for n in 1 2 3 4 5; do
+  psql -X -q -U app_owner -d app -c "SET application_name = 'waiter-$n'" \
+    -c "INSERT INTO granted (n, fence) SELECT $n, dlock_acquire('w:k', 'w$n', '1 minute', '30 seconds')" \
+    -c "SELECT pg_sleep(0.1)" -c "SELECT dlock_release('w:k', 'w$n')" >/dev/null &
+  sleep 0.2
+done
+sleep 0.5
+expect postgres "SELECT waiters FROM dlock_locks WHERE key = 'w:k'" 5
+# Never a busy loop, never hidden: sampled 40 times, every waiter is in a wait event (the head
+# may be caught between two looks now and then).
+busy=0
+for i in $(seq 1 40); do
+  n=$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'waiter-%' AND wait_event IS NULL")
+  busy=$((busy + n))
+  sleep 0.025
+done
+[ "$busy" -le 4 ] || fail "waiters were seen on the CPU $busy times in 40 samples"
+expect postgres "SELECT string_agg(DISTINCT wait_event_type || '/' || wait_event, ',' ORDER BY wait_event_type || '/' || wait_event)
+  FROM pg_stat_activity WHERE application_name LIKE 'waiter-%'" "Lock/advisory,Timeout/PgSleep"
+expect postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'waiter-%' AND wait_event = 'advisory'" 4
+t0=$(q postgres "SELECT clock_timestamp()")
+q app_owner "SELECT dlock_release('w:k', 'holder')" >/dev/null
+wait
+# First come, first served: fences grow in arrival order; the first hand-off within the
+# backoff's bound (settings.poll_max 10 ms, plus scheduling).
+expect postgres "SELECT string_agg(n::text, ',' ORDER BY fence) FROM granted" "1,2,3,4,5"
+expect postgres "SELECT (SELECT min(at) FROM granted) - '$t0'::timestamptz < interval '200 ms'" t
+expect postgres "SELECT count(*) FROM dlock_locks" 0
+
+# A wait ended by statement_timeout leaves the queue: the next waiter is not held up by it.
+q app_owner "SELECT dlock_acquire('w:c', 'holder', '1 minute')" >/dev/null
+expect_error app_owner "SET statement_timeout = '300ms'; SELECT dlock_acquire('w:c', 'x', '1 minute', NULL)" 57014
+expect postgres "SELECT waiters FROM dlock_locks WHERE key = 'w:c'" 0
+psql -X -q -At -U app_owner -d app -c "SELECT dlock_acquire('w:c', 'y', '1 minute', '10 seconds') IS NOT NULL" >"$SQLED_DIR/y.out" &
+sleep 0.3
+q app_owner "SELECT dlock_release('w:c', 'holder')" >/dev/null
+wait
+[ "$(cat "$SQLED_DIR/y.out")" = t ] || fail "the waiter after a cancelled one was not granted"
+
+# An unbounded wait for a lease bound to this very session: 40P01 at once.
+expect_error app_owner "SELECT dlock_acquire('w:s', 'a', NULL); SELECT dlock_acquire('w:s', 'b', '1 minute', NULL)" 40P01
+
+# Watchers hear of a release at once, and of an expiry from dlock_sweep (no payload).
+q app_owner "SELECT dlock_acquire('w:n', 'holder', '1 minute'), dlock_acquire('w:e', 'holder', '200 milliseconds')" >/dev/null
+out=$(psql -X -U app_owner -d app 2>&1 <<SQL
+SELECT dlock_watch('w:n') AS channel \gset
+\\! psql -X -q -h "$PGHOST" -p "$PGPORT" -U app_owner -d app -c "SELECT dlock_release('w:n', 'holder')"
+SELECT 'after release';
+SELECT dlock_watch('w:e') AS channel_e \gset
+SELECT pg_sleep(0.3);
+\\! psql -X -q -h "$PGHOST" -p "$PGPORT" -U postgres -d app -c "SELECT dlock_sweep()"
+SELECT 'after sweep';
+SELECT dlock_unwatch('w:n'), dlock_unwatch('w:n');
+SQL
+)
+grep -q 'Asynchronous notification "dlock_[0-9a-f]\{16\}" received' <<<"$out" || fail "no notification: $out"
+[ "$(grep -c 'Asynchronous notification' <<<"$out")" = 2 ] || fail "want 2 notifications: $out"
+grep -q ' t             | f' <<<"$out" || fail "unwatch: $out"
+echo "waits: all checks passed"
