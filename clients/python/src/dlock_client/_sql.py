@@ -17,10 +17,18 @@ from __future__ import annotations
 #: The database's name, and the schema of its ``dlock`` extension (NULL if not installed).
 FIND = (
     "SELECT pg_catalog.current_database()::pg_catalog.text, "
-    "(SELECT n.nspname::pg_catalog.text "
+    "COALESCE((SELECT n.nspname::pg_catalog.text "
     "FROM pg_catalog.pg_extension e "
     "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
-    "WHERE e.extname OPERATOR(pg_catalog.=) 'dlock'::pg_catalog.name)"
+    "WHERE e.extname OPERATOR(pg_catalog.=) 'dlock'::pg_catalog.name), "
+    "(SELECT n.nspname::pg_catalog.text "
+    "FROM pg_catalog.pg_proc p "
+    "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace "
+    "JOIN pg_catalog.pg_namespace i ON i.nspowner OPERATOR(pg_catalog.=) p.proowner "
+    "WHERE i.nspname OPERATOR(pg_catalog.=) 'dlock_internal'::pg_catalog.name "
+    "AND p.proname OPERATOR(pg_catalog.=) 'dlock_acquire'::pg_catalog.name "
+    "AND n.nspname OPERATOR(pg_catalog.<>) 'dlock_internal'::pg_catalog.name "
+    "ORDER BY n.nspname LIMIT 1))"
 )
 
 

@@ -5,14 +5,24 @@ use tokio_postgres::Row;
 
 use crate::error::Error;
 
-/// The database's name, and the schema of its `dlock` extension (NULL if not installed).
+/// The database's name, and the schema of its `dlock` extension, or else of the SQL-only
+/// edition installed from its one file (no extension: the schema of the `dlock_acquire` owned
+/// by the owner of `dlock_internal`, which no other role can fake); NULL if neither.
 /// Every name and operator is `pg_catalog`'s, so that nothing on the `search_path` takes part.
 pub(crate) const FIND: &str = "\
 SELECT pg_catalog.current_database()::pg_catalog.text, \
-       (SELECT n.nspname::pg_catalog.text \
+       COALESCE((SELECT n.nspname::pg_catalog.text \
           FROM pg_catalog.pg_extension e \
           JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
-         WHERE e.extname OPERATOR(pg_catalog.=) 'dlock'::pg_catalog.name)";
+         WHERE e.extname OPERATOR(pg_catalog.=) 'dlock'::pg_catalog.name), \
+       (SELECT n.nspname::pg_catalog.text \
+       FROM pg_catalog.pg_proc p \
+       JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace \
+       JOIN pg_catalog.pg_namespace i ON i.nspowner OPERATOR(pg_catalog.=) p.proowner \
+       WHERE i.nspname OPERATOR(pg_catalog.=) 'dlock_internal'::pg_catalog.name \
+       AND p.proname OPERATOR(pg_catalog.=) 'dlock_acquire'::pg_catalog.name \
+       AND n.nspname OPERATOR(pg_catalog.<>) 'dlock_internal'::pg_catalog.name \
+       ORDER BY n.nspname LIMIT 1))";
 
 /// The schema named by the answer to [`FIND`], or [`Error::NotInstalled`].
 pub(crate) fn from_row(row: &Row) -> Result<String, Error> {
