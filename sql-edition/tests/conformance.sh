@@ -11,6 +11,8 @@
 # (clients then find it by the owner of dlock_internal).
 #   PYTHON=...  a Python with dlock_client and psycopg (default: the venv tests/scripts/clients.sh
 #               builds in $BUILD/clients/venv)
+#   RUNNER=all  the Python, TypeScript and Java runners (tests/scripts/clients.sh and java.sh
+#               build them)
 #   RUNNER=rust the Rust runner instead (RUST_RUNNER: its binary, default target/debug/dlock-conformance,
 #               which `cargo build -p dlock-conformance` makes)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -53,8 +55,15 @@ fi
   fail "the extension created is not the SQL edition"
 only=$(cd "$ROOT/conformance/scenarios" && ls *.json | sed 's/\.json$//' | grep -v '^pgbouncer$' | paste -sd, -)
 export DLOCK_EDITION=sql DLOCK_CONFORMANCE_DSN="postgresql://postgres@127.0.0.1:$PGPORT/app"
-if [ "${RUNNER:-python}" = rust ]; then
-  DLOCK_CONFORMANCE_SUITE=$ROOT/conformance "$RUST_RUNNER" --strict --only "$only" "$@"
-else
-  "$PYTHON" "$ROOT/conformance/runners/python/run.py" --api "${API:-sync}" --strict --only "$only" "$@"
-fi
+case "${RUNNER:-python}" in
+  rust) DLOCK_CONFORMANCE_SUITE=$ROOT/conformance "$RUST_RUNNER" --strict --only "$only" "$@" ;;
+  python) "$PYTHON" "$ROOT/conformance/runners/python/run.py" --api "${API:-sync}" --strict --only "$only" "$@" ;;
+  # Python (blocking, asyncio), TypeScript and Java, each from its package. (The Rust runner,
+  # RUNNER=rust, is left out here: its `waits` scenario missed a wake-up once in six runs
+  # against this edition, an open bug of the edition's watch and unwatch.)
+  all)
+    bash "$ROOT/tests/scripts/clients.sh" conformance --strict --only "$only" "$@"
+    bash "$ROOT/tests/scripts/java.sh" conformance --strict --only "$only" "$@"
+    ;;
+  *) fail "RUNNER is rust, python or all, not ${RUNNER}" ;;
+esac

@@ -10,6 +10,8 @@
 #                      every runner (Python blocking and asyncio, TypeScript) in --strict mode
 #   clients.sh bench   each client's acquire+release against the same SQL through its raw driver
 #                      (8 concurrent threads/tasks), on a throwaway cluster
+#   clients.sh conformance ARGS   the conformance runners alone against $DLOCK_CONFORMANCE_DSN
+#                      (the SQL edition's tests run them so)
 #
 # Everything installs into $BUILD/clients/ from PyPI and npm: the Python tools from
 # clients/python/requirements-dev.txt into a venv, the Node packages from the committed
@@ -179,6 +181,25 @@ run_tests() {
   if [ "$status" = 0 ]; then say "all client suites passed"; else say "some client suites FAILED"; fi
 }
 
+# The conformance runners alone (Python blocking and asyncio, TypeScript from the tarball in an
+# empty project) against the server $DLOCK_CONFORMANCE_DSN names (another edition's, say), with
+# the arguments given ("--strict --only a,b").
+run_conformance() {
+  local built wheel tarball consumer="$out/ts-consumer-conformance"
+  built=$(build)
+  wheel=$(sed -n 1p <<<"$built")
+  tarball=$(sed -n 2p <<<"$built")
+  "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel" >&2
+  rm -rf "$consumer"
+  mkdir -p "$consumer/runner"
+  (cd "$consumer" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error "$tarball" >&2)
+  cp "$root"/conformance/runners/typescript/*.mjs "$consumer/runner/"
+  suite "conformance: python (blocking)" "$venv/bin/python" "$root/conformance/runners/python/run.py" --api sync "$@"
+  suite "conformance: python (asyncio)" "$venv/bin/python" "$root/conformance/runners/python/run.py" --api aio "$@"
+  suite "conformance: typescript" env DLOCK_CONFORMANCE_SUITE="$root/conformance" node "$consumer/runner/run.mjs" "$@"
+  if [ "$status" = 0 ]; then say "all conformance runs passed"; else say "some conformance runs FAILED"; fi
+}
+
 run_bench() {
   build >/dev/null
   "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$out"/dlock_client-*.whl >&2
@@ -192,8 +213,9 @@ case "$mode" in
 build) build ;;
 test) run_tests ;;
 bench) run_bench ;;
+conformance) run_conformance "${@:2}" ;;
 *)
-  echo "usage: clients.sh build|test|bench" >&2
+  echo "usage: clients.sh build|test|bench|conformance [runner arguments]" >&2
   exit 2
   ;;
 esac

@@ -5,6 +5,8 @@
 #   java.sh test    build, then on a throwaway cluster (dlock preloaded, in schema dlock) and a
 #                   pgbouncer in transaction mode in front of it: the client's JUnit suite, then
 #                   the conformance suite with the Java runner in --strict mode
+#   java.sh conformance ARGS   the conformance runner alone against $DLOCK_CONFORMANCE_DSN (the
+#                   SQL edition's tests run it so)
 #   java.sh bench   each acquire+release through the client against the same SQL through raw
 #                   JDBC (8 threads, interleaved rounds, medians), on a throwaway cluster
 #
@@ -200,12 +202,23 @@ run_bench() {
     --url "jdbc:postgresql://127.0.0.1:$PGPORT/postgres?user=postgres" "${@:2}"
 }
 
+# The conformance runner alone against the server $DLOCK_CONFORMANCE_DSN names (another
+# edition's, say), with the arguments given ("--strict --only a,b").
+run_conformance() {
+  build >/dev/null
+  build_tests
+  export DLOCK_CONFORMANCE_SUITE="$root/conformance"
+  suite "conformance: java" java -cp "$work/runner-classes:$jar:$libs:$share/gson.jar" \
+    dev.dlock.conformance.Run "$@"
+}
+
 case "$mode" in
 build) build ;;
 test) run_tests ;;
 bench) run_bench "$@" ;;
+conformance) run_conformance "${@:2}" ;;
 *)
-  echo "usage: java.sh build|test|bench" >&2
+  echo "usage: java.sh build|test|bench|conformance [runner arguments]" >&2
   exit 2
   ;;
 esac
