@@ -25,5 +25,12 @@ step churn;                 PG_CONFIG=$pg15 bash "$here/churn.sh"
 step "move to native";      PG_CONFIG=$pg15 bash "$here/move.sh"
 step "conformance (every client, database.dev layout on 18)"; RUNNER=all bash "$here/conformance.sh" 2>&1 | grep -E "^conformance|== "
 step "conformance (Python, the one-file install on 18)"; INSTALL=file bash "$here/conformance.sh" | tail -n 1
+step "chaos (kill -9, SIGSTOP past the ttl, terminated backends, crashes; the history checker)"
+file=$(OUT=$BUILD/sql-edition bash "$SQLED/build.sh" | tail -n 1)
+(cd "$ROOT" && DLOCK_SQL_EDITION=$file cargo run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 \
+  --fault-every 2 --seed "${CHAOS_SEED:-7}" --primitives 2) | grep -E "^(checked|violations)"
+step "chaos with a failover to a synchronous standby"
+(cd "$ROOT" && DLOCK_SQL_EDITION=$file cargo run -q -p dlock-chaos -- run --seconds 25 \
+  --fault-every 2 --seed "${CHAOS_SEED:-7}" --failover --primitives 2) | grep -E "^(checked|violations)"
 step pg_tle;                bash "$here/pgtle.sh"
 echo "sql-edition: all tests passed"

@@ -215,8 +215,9 @@ impl Cluster {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
-    /// `CREATE EXTENSION IF NOT EXISTS dlock SCHEMA public`, from a thread of its own so that it works from
-    /// synchronous code and from inside any tokio runtime alike.
+    /// `CREATE EXTENSION IF NOT EXISTS dlock SCHEMA public` (or, with `DLOCK_SQL_EDITION` naming
+    /// the SQL-only edition's one-file install, that file), from a thread of its own so that it
+    /// works from synchronous code and from inside any tokio runtime alike.
     fn create_extension(&self) {
         let (host, port) = {
             let state = self.state.lock().unwrap();
@@ -229,6 +230,17 @@ impl Cluster {
                 .expect("tokio runtime")
                 .block_on(async move {
                     let session = Session::connect(&host, port, "postgres").await?;
+                    if let Some(script) = sql_edition_script() {
+                        // The SQL-only edition instead (its one-file install, into public), once.
+                        let installed: bool = session
+                            .query_one("SELECT to_regnamespace('dlock_internal') IS NOT NULL", &[])
+                            .await?
+                            .get(0);
+                        if installed {
+                            return Ok(());
+                        }
+                        return session.batch_execute(&format!("SET search_path = public;\n{script}")).await;
+                    }
                     // Armed, the hostile-schema net reports any trap the install script runs.
                     session
                         .batch_execute(
@@ -340,6 +352,9 @@ fn pg_config_dir(flag: &str) -> PathBuf {
 
 /// Fails (never skips) when dlock is not installed into the PostgreSQL under test.
 fn ensure_extension_installed() {
+    if sql_edition_script().is_some() {
+        return; // the SQL edition needs no library
+    }
     let control = pg_config_dir("--sharedir").join("extension/dlock.control");
     let library = pg_config_dir("--pkglibdir").join("dlock.so");
     for file in [&control, &library] {
@@ -420,4 +435,11 @@ fn remove_cluster_dir(dir: &Path) {
     } else {
         let _ = fs::remove_dir_all(dir);
     }
+}
+
+/// The SQL-only edition's one-file install, when `DLOCK_SQL_EDITION` names it (`make sql-edition`
+/// prints its path): clusters then get that edition instead of the native extension.
+fn sql_edition_script() -> Option<String> {
+    let path = std::env::var_os("DLOCK_SQL_EDITION").filter(|p| !p.is_empty())?;
+    Some(fs::read_to_string(&path).unwrap_or_else(|e| panic!("DLOCK_SQL_EDITION={path:?}: {e}")))
 }
