@@ -277,8 +277,9 @@ async fn grants_in_a_transaction_block_leave_expired_keys_free_for_others() {
 }
 
 /// A grant that sweeps a row holds that key's lock until it commits. A try of the key meanwhile
-/// must not answer busy: the sweep changes no lease, so the try waits for it (a row-lock wait,
-/// as in any table) where anything else holding the key lock answers at once.
+/// (or a wait whose deadline has come) must not answer busy: the sweep changes no lease, so the
+/// try waits for it (a row-lock wait, as in any table) where anything else holding the key lock
+/// answers at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sweep_of_a_free_key_never_makes_a_try_of_it_answer_busy() {
     const T: &str = "a_sweep_of_a_free_key_never_makes_a_try_of_it_answer_busy";
@@ -305,8 +306,14 @@ async fn a_sweep_of_a_free_key_never_makes_a_try_of_it_answer_busy() {
     let (k, o) = (key(T, "probed"), owner(T, "prober"));
     let mut busy = 0;
     within(Duration::from_secs(120), "tries of a free key during a churn", async {
-        for _ in 0..TRIES {
-            match prober.try_acquire(&k, &o, "1 minute").await.unwrap() {
+        for i in 0..TRIES {
+            // dlock_try_acquire, and dlock_acquire with wait => 0 (a deadline that has come).
+            let granted = if i % 2 == 0 {
+                prober.try_acquire(&k, &o, "1 minute").await.unwrap()
+            } else {
+                prober.acquire(&k, &o, Some("1 minute"), Some("0")).await.unwrap()
+            };
+            match granted {
                 Some(_) => assert!(prober.release(&k, &o).await.unwrap(), "{k} is released"),
                 None => busy += 1,
             }

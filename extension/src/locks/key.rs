@@ -39,16 +39,31 @@ pub fn try_lock_key(hash: u64) -> bool {
     )
 }
 
-/// Marks the key as swept by this transaction, which holds its key lock to commit: see
-/// [`try_after_sweep`].
-pub fn mark_swept(hash: u64) {
-    tags::acquire(&tag(Space::Sweep, hash), pg_sys::ExclusiveLock, false, false);
+/// Takes the key lock for a sweep of one of its rows, if nobody else holds it; never blocks.
+/// The sweep mark comes first and stays to commit with the key lock, so that a try which finds
+/// the key lock taken by a sweep always sees the mark ([`try_after_sweep`]).
+pub fn try_lock_key_for_sweep(hash: u64) -> bool {
+    let mark = tag(Space::Sweep, hash);
+    if !tags::acquire(&mark, pg_sys::ExclusiveLock, false, false) {
+        return false; // another backend sweeps the key
+    }
+    if try_lock_key(hash) {
+        return true;
+    }
+    tags::release(&mark, pg_sys::ExclusiveLock, false);
+    false
 }
 
-/// A try found the key lock taken. If a sweep holds it (a grant deleting a row of the key whose
-/// lease was over: no lease changes), the key is not busy: waits for that grant's commit, no
-/// longer than `deadlock_timeout`, and takes the key lock (in share mode if `shared`). Anything
-/// else holding it answers the try at once: false.
+/// Gives back what [`try_lock_key_for_sweep`] took, when the sweep changed nothing.
+pub fn unlock_key_after_sweep(hash: u64) {
+    unlock_key(hash);
+    tags::release(&tag(Space::Sweep, hash), pg_sys::ExclusiveLock, false);
+}
+
+/// A try, or a wait whose deadline came, found the key lock taken. If a sweep holds it (a grant
+/// deleting a row of the key whose lease was over: no lease changes), the key is not busy:
+/// waits for that grant's commit, no longer than `deadlock_timeout`, and takes the key lock
+/// (in share mode if `shared`). Anything else holding it answers at once: false.
 pub fn try_after_sweep(hash: u64, shared: bool) -> bool {
     if !tags::held_elsewhere(&tag(Space::Sweep, hash), pg_sys::ShareLock) {
         return false;
@@ -56,7 +71,8 @@ pub fn try_after_sweep(hash: u64, shared: bool) -> bool {
     // SAFETY: reads a setting.
     let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000;
     let until = Some(crate::pg::backend::now().saturating_add(slice_us));
-    if shared { lock_key_shared_until(hash, until) } else { lock_key_until(hash, until) }
+    let mode = if shared { pg_sys::ShareLock } else { pg_sys::ExclusiveLock };
+    held(hash, mode, deadline::acquire_until(&tag(Space::Key, hash), mode, until))
 }
 
 /// Takes the key lock, waiting for the transaction that holds it (deadlock-checked, cancellable).
@@ -68,10 +84,11 @@ pub fn lock_key(hash: u64) {
     );
 }
 
-/// Takes the key lock, waiting no later than `deadline` (`None`: no limit); whether it got it.
+/// Takes the key lock, waiting no later than `deadline` (`None`: no limit), and past it for a
+/// sweep of the key ([`try_after_sweep`]); whether it got it.
 pub fn lock_key_until(hash: u64, until: Option<Timestamp>) -> bool {
     let got = deadline::acquire_until(&tag(Space::Key, hash), pg_sys::ExclusiveLock, until);
-    held(hash, pg_sys::ExclusiveLock, got)
+    held(hash, pg_sys::ExclusiveLock, got) || try_after_sweep(hash, false)
 }
 
 /// Takes the key lock in share mode, waiting no later than `deadline`: taking a key shared
@@ -79,7 +96,7 @@ pub fn lock_key_until(hash: u64, until: Option<Timestamp>) -> bool {
 /// takers proceed side by side, and anyone who takes the key exclusively waits for all of them.
 pub fn lock_key_shared_until(hash: u64, until: Option<Timestamp>) -> bool {
     let got = deadline::acquire_until(&tag(Space::Key, hash), pg_sys::ShareLock, until);
-    held(hash, pg_sys::ShareLock, got)
+    held(hash, pg_sys::ShareLock, got) || try_after_sweep(hash, true)
 }
 
 /// Takes the key lock in share mode if no exclusive holder or waiter is in the way; never blocks.

@@ -31,9 +31,10 @@ pub enum Space {
     /// One per database (id 0), session-scoped, exclusive: held by the background worker that
     /// announces elections' leaders whose lease expired (`elections/worker.rs`).
     ElectionWatch = 0x6b07,
-    /// Per key hash, transaction-scoped, exclusive: held beside the key lock by a grant that
-    /// swept a row of that key, until it commits (`key.rs`): a try that finds the key lock
-    /// taken waits for a sweep, which changes no lease, and answers at once for anything else.
+    /// Per key hash, transaction-scoped, exclusive: taken by a grant about to sweep a row of that
+    /// key before it takes the key lock, and held with it until it commits (`key.rs`): a try
+    /// that finds the key lock taken waits for a sweep, which changes no lease, and answers at
+    /// once for anything else.
     Sweep = 0x6b08,
 }
 

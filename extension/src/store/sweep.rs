@@ -88,17 +88,17 @@ fn due(row: &Stored, now: Timestamp, horizon: i64) -> bool {
 /// Keeps the key lock to commit after a delete, like any other change.
 fn reap(spi: &Spi, seen: &Stored, horizon: i64) {
     let hash = key_hash(&seen.key);
-    if !keylock::try_lock_key(hash) {
+    // With the sweep mark, held to commit beside the key lock: a try of this key waits for us
+    // rather than answer busy.
+    if !keylock::try_lock_key_for_sweep(hash) {
         return;
     }
     let now = now();
     let Some(deleted) = store::delete_row_if(spi, &seen.key, &seen.holder, |row| due(row, now, horizon))
     else {
-        keylock::unlock_key(hash);
+        keylock::unlock_key_after_sweep(hash);
         return;
     };
-    // Held to commit with the key lock: a try of this key waits for us rather than answer busy.
-    keylock::mark_swept(hash);
     match deleted.lease {
         Some(lease) if lease.is_session_bound() => stats::count_at_commit(Counter::SessionEnds),
         Some(lease) => stats::expired(&seen.key, &lease, now),
