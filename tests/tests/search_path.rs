@@ -211,8 +211,11 @@ async fn shadow_objects_are_never_used_when_every_call_runs_its_statements() {
     let (rows, indexed): (i64, i64) = {
         let row = setup
             .query_one(
-                "SELECT (SELECT count(*) FROM dlock_internal.lease WHERE key IS NOT NULL), \
-                        (SELECT count(*) FROM dlock_internal.lease WHERE expires_at > '-infinity')",
+                // pg_catalog's own aggregate and operator: under the hostile-schema net, traps
+                // of those names come first on the search_path.
+                "SELECT (SELECT pg_catalog.count(*) FROM dlock_internal.lease WHERE key IS NOT NULL), \
+                        (SELECT pg_catalog.count(*) FROM dlock_internal.lease \
+                          WHERE expires_at OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz)",
                 &[],
             )
             .await
