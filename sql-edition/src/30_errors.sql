@@ -32,20 +32,6 @@ BEGIN
 END
 $$;
 
--- dlock.max_ttl: the settings table's, or a superuser session's own SET dlock.max_ttl.
-CREATE FUNCTION dlock_internal.max_ttl() RETURNS pg_catalog.interval
-    LANGUAGE plpgsql STABLE
-AS $$
-DECLARE
-    own pg_catalog.text := pg_catalog.current_setting('dlock.max_ttl', true);
-BEGIN
-    IF own IS NOT NULL AND own <> '' AND dlock_internal.caller_is_superuser() THEN
-        RETURN own::pg_catalog.interval;
-    END IF;
-    RETURN (SELECT s.max_ttl::pg_catalog.interval FROM dlock_internal.settings AS s);
-END
-$$;
-
 -- The text dlock.max_ttl is shown as in messages ("1 day", "10s", "36 hours").
 CREATE FUNCTION dlock_internal.max_ttl_text() RETURNS pg_catalog.text
     LANGUAGE plpgsql STABLE
@@ -59,6 +45,11 @@ BEGIN
     RETURN (SELECT s.max_ttl FROM dlock_internal.settings AS s);
 END
 $$;
+
+-- dlock.max_ttl: the settings table's, or a superuser session's own SET dlock.max_ttl.
+CREATE FUNCTION dlock_internal.max_ttl() RETURNS pg_catalog.interval
+    LANGUAGE sql STABLE
+AS $$ SELECT dlock_internal.max_ttl_text()::pg_catalog.interval $$;
 
 -- A ttl: NULL is session-bound (unless required); else 0 < ttl <= dlock.max_ttl.
 CREATE FUNCTION dlock_internal.check_ttl(ttl pg_catalog.interval, required pg_catalog.bool DEFAULT false)

@@ -43,20 +43,10 @@ stop_cluster() { bash "$cluster_sh" stop "$cluster" fast; }
 trap stop_cluster EXIT
 eval "$(bash "$cluster_sh" start "$cluster")"
 
-template=template0
-[ "${DLOCK_HOSTILE:-}" = 1 ] && template=template1
 # The installer has what a managed service gives the database's owner: not a superuser,
 # CREATEROLE, owner of the database (and so of its schema public).
-psql -X -q -v ON_ERROR_STOP=1 -d postgres -v template="$template" <<'SQL'
-CREATE ROLE dlock_installer LOGIN CREATEROLE;
-CREATE DATABASE dlock_regress TEMPLATE :"template" OWNER dlock_installer;
-ALTER DATABASE dlock_regress SET lc_messages TO 'C';
-ALTER DATABASE dlock_regress SET lc_monetary TO 'C';
-ALTER DATABASE dlock_regress SET lc_numeric TO 'C';
-ALTER DATABASE dlock_regress SET lc_time TO 'C';
-ALTER DATABASE dlock_regress SET bytea_output TO 'hex';
-ALTER DATABASE dlock_regress SET timezone_abbreviations TO 'Default';
-SQL
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE ROLE dlock_installer LOGIN CREATEROLE"
+regress_database dlock_installer
 # Installed into schema public, as the native suite creates the extension there; under the
 # net the traps are there too, and armed for the install.
 armed=

@@ -152,6 +152,16 @@ suite() {
   fi
 }
 
+# The tarball in an empty project, with nothing but npm (the package must import there), and
+# the TypeScript runner beside it: ts_consumer DIR TARBALL.
+ts_consumer() {
+  rm -rf "$1"
+  mkdir -p "$1/runner"
+  (cd "$1" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error "$2" >&2 &&
+    node --input-type=module -e "import('dlock-client').then((m) => { if (typeof m.Client !== 'function') process.exit(1); })") &&
+    cp "$root"/conformance/runners/typescript/*.mjs "$1/runner/"
+}
+
 run_tests() {
   local built wheel tarball consumer="$out/ts-consumer"
   built=$(build)
@@ -168,13 +178,7 @@ run_tests() {
   # The installed wheel is what the tests import (the source tree is not on the path).
   suite "python: pytest" bash -c "cd '$root/clients/python' && '$venv/bin/python' -m pytest -q -p no:cacheprovider tests"
   suite "typescript: node --test" bash -c "cd '$ts_build' && node --test --test-concurrency=1 test/"
-  # The tarball into an empty project, with nothing but npm; the TypeScript runner runs there.
-  rm -rf "$consumer"
-  mkdir -p "$consumer/runner"
-  suite "typescript: npm install of the tarball in an empty project" bash -c "
-    cd '$consumer' && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error '$tarball' >&2 &&
-    node --input-type=module -e \"import('dlock-client').then((m) => { if (typeof m.Client !== 'function') process.exit(1); })\""
-  cp "$root"/conformance/runners/typescript/*.mjs "$consumer/runner/"
+  suite "typescript: npm install of the tarball in an empty project" ts_consumer "$consumer" "$tarball"
   suite "conformance: python (blocking)" "$venv/bin/python" "$root/conformance/runners/python/run.py" --api sync --strict
   suite "conformance: python (asyncio)" "$venv/bin/python" "$root/conformance/runners/python/run.py" --api aio --strict
   suite "conformance: typescript" env DLOCK_CONFORMANCE_SUITE="$root/conformance" node "$consumer/runner/run.mjs" --strict
@@ -190,10 +194,7 @@ run_conformance() {
   wheel=$(sed -n 1p <<<"$built")
   tarball=$(sed -n 2p <<<"$built")
   "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel" >&2
-  rm -rf "$consumer"
-  mkdir -p "$consumer/runner"
-  (cd "$consumer" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error "$tarball" >&2)
-  cp "$root"/conformance/runners/typescript/*.mjs "$consumer/runner/"
+  ts_consumer "$consumer" "$tarball"
   suite "conformance: python (blocking)" "$venv/bin/python" "$root/conformance/runners/python/run.py" --api sync "$@"
   suite "conformance: python (asyncio)" "$venv/bin/python" "$root/conformance/runners/python/run.py" --api aio "$@"
   suite "conformance: typescript" env DLOCK_CONFORMANCE_SUITE="$root/conformance" node "$consumer/runner/run.mjs" "$@"

@@ -47,20 +47,7 @@ for t in "${tests[@]}"; do
   fi
 done
 
-# With --use-existing pg_regress neither creates nor drops the database: we do, with the
-# settings it would give one of its own.
-# Under the hostile-schema net (DLOCK_HOSTILE=1), from template1, which has its traps.
-template=template0
-[ "${DLOCK_HOSTILE:-}" = 1 ] && template=template1
-psql -X -q -v ON_ERROR_STOP=1 -d postgres -v template="$template" <<'SQL'
-CREATE DATABASE dlock_regress TEMPLATE :"template";
-ALTER DATABASE dlock_regress SET lc_messages TO 'C';
-ALTER DATABASE dlock_regress SET lc_monetary TO 'C';
-ALTER DATABASE dlock_regress SET lc_numeric TO 'C';
-ALTER DATABASE dlock_regress SET lc_time TO 'C';
-ALTER DATABASE dlock_regress SET bytea_output TO 'hex';
-ALTER DATABASE dlock_regress SET timezone_abbreviations TO 'Default';
-SQL
+regress_database
 
 status=0
 "$pg_regress" \

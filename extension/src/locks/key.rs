@@ -30,24 +30,44 @@ fn let_go(hash: u64, mode: u32) {
     HELD.with(|h| h.borrow_mut().remove_last(|&held| held == (hash, mode)));
 }
 
-/// Takes the key lock if nobody else holds it (or we already do); never blocks.
+/// Takes the key lock in `mode` if nobody else holds it (or we already do); never blocks.
+fn try_take(hash: u64, mode: u32) -> bool {
+    held(hash, mode, tags::acquire(&tag(Space::Key, hash), mode, false, false))
+}
+
+/// Takes the key lock in `mode`, waiting no later than `until` (`None`: no limit).
+fn take_until(hash: u64, mode: u32, until: Option<Timestamp>) -> bool {
+    held(hash, mode, deadline::acquire_until(&tag(Space::Key, hash), mode, until))
+}
+
+/// A try, or a wait whose deadline came, found the key lock taken. If a sweep holds it (a grant
+/// deleting a row of the key whose lease was over: no lease changes), the key is not busy:
+/// waits for that grant's commit, no longer than `deadlock_timeout`, and takes the key lock in
+/// `mode`. Anything else holding it answers at once: false.
+fn after_sweep(hash: u64, mode: u32) -> bool {
+    if !tags::held_elsewhere(&tag(Space::Sweep, hash), pg_sys::ShareLock) {
+        return false;
+    }
+    // SAFETY: reads a setting.
+    let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000;
+    take_until(hash, mode, Some(crate::pg::backend::now().saturating_add(slice_us)))
+}
+
+/// Takes the key lock if nobody else holds it (or we already do), or once a sweep of the key
+/// that holds it commits ([`after_sweep`]); never waits for anything else.
 pub fn try_lock_key(hash: u64) -> bool {
-    held(
-        hash,
-        pg_sys::ExclusiveLock,
-        tags::acquire(&tag(Space::Key, hash), pg_sys::ExclusiveLock, false, false),
-    )
+    try_take(hash, pg_sys::ExclusiveLock) || after_sweep(hash, pg_sys::ExclusiveLock)
 }
 
 /// Takes the key lock for a sweep of one of its rows, if nobody else holds it; never blocks.
-/// The sweep mark comes first and stays to commit with the key lock, so that a try which finds
-/// the key lock taken by a sweep always sees the mark ([`try_after_sweep`]).
+/// The sweep mark comes first and stays to commit with the key lock, so that whoever finds the
+/// key lock taken by a sweep always sees the mark ([`after_sweep`]).
 pub fn try_lock_key_for_sweep(hash: u64) -> bool {
     let mark = tag(Space::Sweep, hash);
     if !tags::acquire(&mark, pg_sys::ExclusiveLock, false, false) {
         return false; // another backend sweeps the key
     }
-    if try_lock_key(hash) {
+    if try_take(hash, pg_sys::ExclusiveLock) {
         return true;
     }
     tags::release(&mark, pg_sys::ExclusiveLock, false);
@@ -60,21 +80,6 @@ pub fn unlock_key_after_sweep(hash: u64) {
     tags::release(&tag(Space::Sweep, hash), pg_sys::ExclusiveLock, false);
 }
 
-/// A try, or a wait whose deadline came, found the key lock taken. If a sweep holds it (a grant
-/// deleting a row of the key whose lease was over: no lease changes), the key is not busy:
-/// waits for that grant's commit, no longer than `deadlock_timeout`, and takes the key lock
-/// (in share mode if `shared`). Anything else holding it answers at once: false.
-pub fn try_after_sweep(hash: u64, shared: bool) -> bool {
-    if !tags::held_elsewhere(&tag(Space::Sweep, hash), pg_sys::ShareLock) {
-        return false;
-    }
-    // SAFETY: reads a setting.
-    let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000;
-    let until = Some(crate::pg::backend::now().saturating_add(slice_us));
-    let mode = if shared { pg_sys::ShareLock } else { pg_sys::ExclusiveLock };
-    held(hash, mode, deadline::acquire_until(&tag(Space::Key, hash), mode, until))
-}
-
 /// Takes the key lock, waiting for the transaction that holds it (deadlock-checked, cancellable).
 pub fn lock_key(hash: u64) {
     held(
@@ -85,23 +90,22 @@ pub fn lock_key(hash: u64) {
 }
 
 /// Takes the key lock, waiting no later than `deadline` (`None`: no limit), and past it for a
-/// sweep of the key ([`try_after_sweep`]); whether it got it.
+/// sweep of the key ([`after_sweep`]); whether it got it.
 pub fn lock_key_until(hash: u64, until: Option<Timestamp>) -> bool {
-    let got = deadline::acquire_until(&tag(Space::Key, hash), pg_sys::ExclusiveLock, until);
-    held(hash, pg_sys::ExclusiveLock, got) || try_after_sweep(hash, false)
+    take_until(hash, pg_sys::ExclusiveLock, until) || after_sweep(hash, pg_sys::ExclusiveLock)
 }
 
 /// Takes the key lock in share mode, waiting no later than `deadline`: taking a key shared
 /// (without a semaphore's count) changes nothing another shared taker depends on, so shared
 /// takers proceed side by side, and anyone who takes the key exclusively waits for all of them.
 pub fn lock_key_shared_until(hash: u64, until: Option<Timestamp>) -> bool {
-    let got = deadline::acquire_until(&tag(Space::Key, hash), pg_sys::ShareLock, until);
-    held(hash, pg_sys::ShareLock, got) || try_after_sweep(hash, true)
+    take_until(hash, pg_sys::ShareLock, until) || after_sweep(hash, pg_sys::ShareLock)
 }
 
-/// Takes the key lock in share mode if no exclusive holder or waiter is in the way; never blocks.
+/// Takes the key lock in share mode if no exclusive holder or waiter is in the way (or once a
+/// sweep of the key commits); never waits for anything else.
 pub fn try_lock_key_shared(hash: u64) -> bool {
-    held(hash, pg_sys::ShareLock, tags::acquire(&tag(Space::Key, hash), pg_sys::ShareLock, false, false))
+    try_take(hash, pg_sys::ShareLock) || after_sweep(hash, pg_sys::ShareLock)
 }
 
 /// Takes the key lock in share mode: the key cannot change hands until this transaction ends.

@@ -100,7 +100,7 @@ fn leave(joined: &[u64]) {
 fn lock_all(order: &[Key], deadline: Option<Timestamp>, try_only: bool) -> bool {
     for (taken, key) in order.iter().enumerate() {
         let got = if try_only {
-            keylock::try_lock_key(key.hash) || keylock::try_after_sweep(key.hash, false)
+            keylock::try_lock_key(key.hash)
         } else {
             keylock::lock_key_until(key.hash, deadline)
         };

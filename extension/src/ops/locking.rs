@@ -49,11 +49,9 @@ impl Locking {
     /// Takes them, at once or not at all for a try, else no later than `until`; whether it did.
     pub fn take(&self, until: Option<Timestamp>, try_only: bool) -> bool {
         let key = match (self.holder.is_some(), try_only) {
-            (false, true) => keylock::try_lock_key(self.hash) || keylock::try_after_sweep(self.hash, false),
+            (false, true) => keylock::try_lock_key(self.hash),
             (false, false) => keylock::lock_key_until(self.hash, until),
-            (true, true) => {
-                keylock::try_lock_key_shared(self.hash) || keylock::try_after_sweep(self.hash, true)
-            }
+            (true, true) => keylock::try_lock_key_shared(self.hash),
             (true, false) => keylock::lock_key_shared_until(self.hash, until),
         };
         let Some(holder) = self.holder.filter(|_| key) else { return key };

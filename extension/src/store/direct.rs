@@ -263,33 +263,37 @@ fn required<T: FromDatum>(slot: *mut pg_sys::TupleTableSlot, n: usize) -> T {
         .unwrap_or_else(|| super::corrupted(format!("dlock_internal.lease.{} is NULL", row::COLUMNS[n].0)))
 }
 
-/// The row in `slot` (its columns read).
+/// The row in `slot` (its columns read), each column converted once.
 fn found_in(slot: *mut pg_sys::TupleTableSlot) -> Found {
     let kind = required::<i8>(slot, KIND);
-    let held = required::<i32>(slot, HOLD_COUNT) > 0;
+    let hold_count = required::<i32>(slot, HOLD_COUNT);
+    let fence = required(slot, FENCE);
+    let acquired_at = required(slot, ACQUIRED_AT);
+    let expires_at = required(slot, EXPIRES_AT);
+    let lock_delay = micros(required::<Interval>(slot, LOCK_DELAY));
     Found {
         // SAFETY: the slot holds the row just fetched.
         tid: unsafe { (*slot).tts_tid },
         holder: required(slot, HOLDER),
-        lease: held.then(|| Lease {
+        lease: (hold_count > 0).then(|| Lease {
             owner: required(slot, OWNER),
             role: required::<Oid>(slot, ROLE).to_u32(),
-            fence: required(slot, FENCE),
-            hold_count: required(slot, HOLD_COUNT),
-            acquired_at: required(slot, ACQUIRED_AT),
-            expires_at: required(slot, EXPIRES_AT),
+            fence,
+            hold_count,
+            acquired_at,
+            expires_at,
             holder_pid: required(slot, HOLDER_PID),
             kind: Kind::from_code(kind as u8)
                 .unwrap_or_else(|| super::corrupted(format!("unknown lease kind {:?}", kind as u8 as char))),
             max_holders: column(slot, MAX_HOLDERS),
-            lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
+            lock_delay,
             info: column(slot, INFO),
         }),
         kind,
-        fence: required(slot, FENCE),
-        acquired_at: required(slot, ACQUIRED_AT),
-        expires_at: required(slot, EXPIRES_AT),
-        lock_delay: micros(required::<Interval>(slot, LOCK_DELAY)),
+        fence,
+        acquired_at,
+        expires_at,
+        lock_delay,
     }
 }
 

@@ -283,6 +283,36 @@ static CURRENT: Statements = Statements {
 
 /// Release 0.2.0's table: a row per holder, keyed by (key, owner). The holder of a row is its
 /// owner.
+// What releases 0.2.0 and 0.1.0 share: a row per holder, keyed by (key, owner).
+const OWNER_KEYED_REENTER: Statement = Statement {
+    sql: "UPDATE dlock_internal.lease \
+          SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT, TSTZ, INT4],
+};
+const OWNER_KEYED_SET_EXPIRY: Statement = Statement {
+    sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT, TSTZ],
+};
+const OWNER_KEYED_DECREMENT: Statement = Statement {
+    sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT],
+};
+const OWNER_KEYED_FREE: Statement = Statement {
+    sql: "DELETE FROM dlock_internal.lease \
+          WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
+            AND fence OPERATOR(pg_catalog.=) $3",
+    args: &[TEXT, TEXT, INT8],
+};
+const OWNER_KEYED_KEYS_OF_OWNER: Statement = Statement {
+    sql: "SELECT key FROM dlock_internal.lease \
+          WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) \
+          ORDER BY key",
+    args: &[TEXT, OID],
+};
+
 static RELEASE_020: Statements = Statements {
     read: Statement {
         sql: concat!(
@@ -335,35 +365,12 @@ static RELEASE_020: Statements = Statements {
         ),
         args: LAST_HOLD_ARGS,
     },
-    reenter: Statement {
-        sql: "UPDATE dlock_internal.lease \
-              SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-        args: &[TEXT, TEXT, TSTZ, INT4],
-    },
-    set_expiry: Statement {
-        sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-        args: &[TEXT, TEXT, TSTZ],
-    },
-    decrement: Statement {
-        sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-        args: &[TEXT, TEXT],
-    },
+    reenter: OWNER_KEYED_REENTER,
+    set_expiry: OWNER_KEYED_SET_EXPIRY,
+    decrement: OWNER_KEYED_DECREMENT,
     free_key_row: None,
-    free_owner_row: Statement {
-        sql: "DELETE FROM dlock_internal.lease \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
-                AND fence OPERATOR(pg_catalog.=) $3",
-        args: &[TEXT, TEXT, INT8],
-    },
-    keys_of_owner: Statement {
-        sql: "SELECT key FROM dlock_internal.lease \
-              WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) \
-              ORDER BY key",
-        args: &[TEXT, OID],
-    },
+    free_owner_row: OWNER_KEYED_FREE,
+    keys_of_owner: OWNER_KEYED_KEYS_OF_OWNER,
     rows_on_page: Statement {
         sql: "SELECT key, owner, hold_count, expires_at, \
                 (pg_catalog.extract('epoch'::pg_catalog.text, lock_delay) OPERATOR(pg_catalog.*) \
@@ -470,35 +477,12 @@ static RELEASE_010: Statements = Statements {
               RETURNING 'x'::pg_catalog.\"char\"",
         args: LAST_HOLD_ARGS,
     },
-    reenter: Statement {
-        sql: "UPDATE dlock_internal.lease \
-              SET hold_count = hold_count OPERATOR(pg_catalog.+) 1, expires_at = $3, holder_pid = $4 \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-        args: &[TEXT, TEXT, TSTZ, INT4],
-    },
-    set_expiry: Statement {
-        sql: "UPDATE dlock_internal.lease SET expires_at = $3 \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-        args: &[TEXT, TEXT, TSTZ],
-    },
-    decrement: Statement {
-        sql: "UPDATE dlock_internal.lease SET hold_count = hold_count OPERATOR(pg_catalog.-) 1 \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
-        args: &[TEXT, TEXT],
-    },
+    reenter: OWNER_KEYED_REENTER,
+    set_expiry: OWNER_KEYED_SET_EXPIRY,
+    decrement: OWNER_KEYED_DECREMENT,
     free_key_row: None,
-    free_owner_row: Statement {
-        sql: "DELETE FROM dlock_internal.lease \
-              WHERE key OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 \
-                AND fence OPERATOR(pg_catalog.=) $3",
-        args: &[TEXT, TEXT, INT8],
-    },
-    keys_of_owner: Statement {
-        sql: "SELECT key FROM dlock_internal.lease \
-              WHERE owner OPERATOR(pg_catalog.=) $1 AND ($2 IS NULL OR role OPERATOR(pg_catalog.=) $2) \
-              ORDER BY key",
-        args: &[TEXT, OID],
-    },
+    free_owner_row: OWNER_KEYED_FREE,
+    keys_of_owner: OWNER_KEYED_KEYS_OF_OWNER,
     rows_on_page: Statement {
         sql: "SELECT key, owner, hold_count, expires_at, 0::pg_catalog.int8, fence, owner \
               FROM dlock_internal.lease \

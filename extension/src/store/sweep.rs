@@ -27,7 +27,7 @@ use crate::store::{self, Stored};
 use dlock_core::key::key_hash;
 use dlock_core::{INFINITY, Timestamp};
 use pgrx::pg_sys;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::cell::Cell;
 
 /// One grant in this many that added no row (at random, so short-lived sessions do their share
 /// too) sweeps a page.
@@ -36,13 +36,14 @@ const PAGE_SWEEP_ONE_IN: u32 = 8;
 /// a few at a time.
 const MAX_PAGES_PER_GRANT: u32 = 4;
 
-/// Rows this backend added to the table and has not yet swept a page for.
-static ROWS_ADDED: AtomicU32 = AtomicU32::new(0);
+thread_local! {
+    /// Rows this backend added to the table and has not yet swept a page for.
+    static ROWS_ADDED: Cell<u32> = const { Cell::new(0) };
+}
 
 /// Called by the store when it inserts a row (rather than writing over one).
 pub fn row_added() {
-    // Backend-local; a count far past MAX_PAGES_PER_GRANT changes nothing.
-    let _ = ROWS_ADDED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_add(1)));
+    ROWS_ADDED.with(|n| n.set(n.get().saturating_add(1)));
 }
 
 /// Called after a grant, inside the same transaction. Only a grant at the top level of an
@@ -55,10 +56,10 @@ pub fn after_grant(spi: &Spi, now: Timestamp) {
     }
     // SAFETY: the backend's own PRNG state.
     let random = || unsafe { pg_sys::pg_prng_uint32(&raw mut pg_sys::pg_global_prng_state) };
-    let added = ROWS_ADDED.load(Ordering::Relaxed);
+    let added = ROWS_ADDED.with(Cell::get);
     let pages =
         if added > 0 { added.min(MAX_PAGES_PER_GRANT) } else { u32::from(random() % PAGE_SWEEP_ONE_IN == 0) };
-    ROWS_ADDED.store(added - pages.min(added), Ordering::Relaxed);
+    ROWS_ADDED.with(|n| n.set(added - pages.min(added)));
     let horizon = settings::sweep_after_us();
     for _ in 0..pages {
         for row in store::rows_on_random_page(spi, random()) {
