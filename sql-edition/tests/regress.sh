@@ -72,8 +72,14 @@ status=0
 cat "$OUT/pg_regress.log"
 if [ "${DLOCK_HOSTILE:-}" = 1 ]; then
   # Every public function once more with the net armed (a trap anywhere in it springs).
-  psql -X -q -d dlock_regress -U postgres -f "$here/tests/armed.sql" >"$OUT/armed.log" 2>&1
-  grep -q "dlock-trap sprung" "$OUT/armed.log" && { cat "$OUT/armed.log" >&2; echo "sql-edition regress: a trap sprang" >&2; exit 1; }
+  # As a superuser, and as a plain role (the functions then switch to their owner, whose
+  # search_path they pin all the same).
+  psql -X -q -d dlock_regress -U postgres -c "CREATE ROLE dlock_armed_plain LOGIN" >/dev/null
+  for role in postgres dlock_armed_plain; do
+    psql -X -q -d dlock_regress -U "$role" -f "$here/tests/armed.sql" >"$OUT/armed-$role.log" 2>&1
+    grep -q "dlock-trap sprung" "$OUT/armed-$role.log" &&
+      { cat "$OUT/armed-$role.log" >&2; echo "sql-edition regress: a trap sprang (as $role)" >&2; exit 1; }
+  done
   # The net is live: the same armed session trips a trap with an operator of its own.
   psql -X -q -d dlock_regress -U postgres -c "SET dlock_trap.armed = on" -c "SELECT 'a'::text = 'b'::text" >"$OUT/net-live.log" 2>&1
   grep -q "dlock-trap sprung" "$OUT/net-live.log" || { cat "$OUT/net-live.log" >&2; echo "sql-edition regress: the hostile-schema net did not spring on a control" >&2; exit 1; }
