@@ -17,17 +17,17 @@ CREATE FUNCTION dlock_internal.caller_is_superuser() RETURNS pg_catalog.bool
 AS $$ SELECT COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid = dlock_internal.caller()), false) $$;
 
 -- Superusers and members of dlock_admin may act on every lease and see every owner.
-CREATE FUNCTION dlock_internal.is_admin(role pg_catalog.oid) RETURNS pg_catalog.bool
+CREATE FUNCTION dlock_internal.is_admin(p_role pg_catalog.oid) RETURNS pg_catalog.bool
     LANGUAGE sql STABLE
 AS $$
-    SELECT COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid = role), false)
-        OR pg_catalog.pg_has_role(role, 'dlock_admin'::pg_catalog.name, 'MEMBER'::pg_catalog.text)
+    SELECT COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid = p_role), false)
+        OR pg_catalog.pg_has_role(p_role, 'dlock_admin'::pg_catalog.name, 'MEMBER'::pg_catalog.text)
 $$;
 
 -- Roles trusted to pin other roles' fences with dlock_holds.
-CREATE FUNCTION dlock_internal.may_fence_others(role pg_catalog.oid) RETURNS pg_catalog.bool
+CREATE FUNCTION dlock_internal.may_fence_others(p_role pg_catalog.oid) RETURNS pg_catalog.bool
     LANGUAGE sql STABLE
 AS $$
-    SELECT dlock_internal.is_admin(role)
-        OR pg_catalog.pg_has_role(role, 'dlock_fencer'::pg_catalog.name, 'MEMBER'::pg_catalog.text)
+    SELECT dlock_internal.is_admin(p_role)
+        OR pg_catalog.pg_has_role(p_role, 'dlock_fencer'::pg_catalog.name, 'MEMBER'::pg_catalog.text)
 $$;

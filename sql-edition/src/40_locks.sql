@@ -11,56 +11,59 @@
 --                                   live while its holder_pid holds it (pg_locks)
 --   watch lock  (session, share):   held by sessions that dlock_watch the key; a release
 --                                   probes it to know whether to NOTIFY
-CREATE FUNCTION dlock_internal.key_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+CREATE FUNCTION dlock_internal.key_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7631) $$;
-CREATE FUNCTION dlock_internal.queue_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7631) $$;
+CREATE FUNCTION dlock_internal.queue_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7632) $$;
-CREATE FUNCTION dlock_internal.bound_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7632) $$;
+CREATE FUNCTION dlock_internal.bound_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7633) $$;
-CREATE FUNCTION dlock_internal.watch_lock(key pg_catalog.text) RETURNS pg_catalog.int8
+AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7633) $$;
+CREATE FUNCTION dlock_internal.watch_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT pg_catalog.hashtextextended(key COLLATE "C", 7634) $$;
+AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7634) $$;
 
 -- The key's NOTIFY channel: "dlock_" and 16 hex digits, like the native edition's (whose hash
 -- is xxh3: the digits differ, clients take the channel from dlock_watch). No payload: the key's
 -- name stays private.
-CREATE FUNCTION dlock_internal.channel(key pg_catalog.text) RETURNS pg_catalog.text
+CREATE FUNCTION dlock_internal.channel(p_key pg_catalog.text) RETURNS pg_catalog.text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT 'dlock_' || pg_catalog.lpad(pg_catalog.to_hex(dlock_internal.watch_lock(key)), 16, '0') $$;
+AS $$ SELECT 'dlock_' || pg_catalog.lpad(pg_catalog.to_hex(dlock_internal.watch_lock(p_key)), 16, '0') $$;
 
 -- Whether a backend holds an advisory lock (as pg_locks shows a bigint one).
-CREATE FUNCTION dlock_internal.holds_advisory(pid pg_catalog.int4, lock pg_catalog.int8)
+-- The parameters of every SQL-language function here are named p_*: in a SQL function a
+-- column of the same name wins over a parameter, and `l.pid = pid` would compare pg_locks'
+-- column with itself (security.sh checks the rule in the catalog).
+CREATE FUNCTION dlock_internal.holds_advisory(p_pid pg_catalog.int4, p_lock pg_catalog.int8)
     RETURNS pg_catalog.bool LANGUAGE sql STABLE
 AS $$
     SELECT EXISTS (
         SELECT FROM pg_catalog.pg_locks AS l
-         WHERE l.locktype = 'advisory' AND l.pid = pid AND l.granted
+         WHERE l.locktype = 'advisory' AND l.pid = p_pid AND l.granted
            AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database())
-           AND l.classid = ((lock >> 32) & 4294967295)::pg_catalog.oid
-           AND l.objid = (lock & 4294967295)::pg_catalog.oid
+           AND l.classid = ((p_lock >> 32) & 4294967295)::pg_catalog.oid
+           AND l.objid = (p_lock & 4294967295)::pg_catalog.oid
            AND l.objsubid = 1)
 $$;
 
 -- Whether a session-bound lease held by pid is live: pid is this session, or it still holds
 -- the key's bound lock (a pid reused by a new backend does not).
-CREATE FUNCTION dlock_internal.bound_alive(key pg_catalog.text, pid pg_catalog.int4)
+CREATE FUNCTION dlock_internal.bound_alive(p_key pg_catalog.text, p_pid pg_catalog.int4)
     RETURNS pg_catalog.bool LANGUAGE sql STABLE
 AS $$
-    SELECT pid = pg_catalog.pg_backend_pid()
-        OR dlock_internal.holds_advisory(pid, dlock_internal.bound_lock(key))
+    SELECT p_pid = pg_catalog.pg_backend_pid()
+        OR dlock_internal.holds_advisory(p_pid, dlock_internal.bound_lock(p_key))
 $$;
 
 -- Whether a lease row is live at `at`: held, and unexpired or session-bound to a live session.
-CREATE FUNCTION dlock_internal.is_live(l dlock_internal.lease, at pg_catalog.timestamptz)
+CREATE FUNCTION dlock_internal.is_live(p_l dlock_internal.lease, p_at pg_catalog.timestamptz)
     RETURNS pg_catalog.bool LANGUAGE sql STABLE
 AS $$
-    SELECT l.hold_count > 0 AND l.owner IS NOT NULL
-       AND CASE WHEN l.expires_at = 'infinity'::pg_catalog.timestamptz
-                THEN dlock_internal.bound_alive(l.key, l.holder_pid)
-                ELSE l.expires_at > at END
+    SELECT (p_l).hold_count > 0 AND (p_l).owner IS NOT NULL
+       AND CASE WHEN (p_l).expires_at = 'infinity'::pg_catalog.timestamptz
+                THEN dlock_internal.bound_alive((p_l).key, (p_l).holder_pid)
+                ELSE (p_l).expires_at > p_at END
 $$;
 
 -- Tells the key's watchers (if any) that it may have become free: a NOTIFY at commit. A probe

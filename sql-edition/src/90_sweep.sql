@@ -13,13 +13,13 @@
 -- whose key lock is taken are skipped (the key is being changed).
 
 -- Whether a row is due for deletion at p_at.
-CREATE FUNCTION dlock_internal.is_due(l dlock_internal.lease, p_at pg_catalog.timestamptz, p_after pg_catalog.interval)
+CREATE FUNCTION dlock_internal.is_due(p_l dlock_internal.lease, p_at pg_catalog.timestamptz, p_after pg_catalog.interval)
     RETURNS pg_catalog.bool LANGUAGE sql STABLE
 AS $$
     SELECT CASE
-        WHEN l.hold_count = 0 OR l.owner IS NULL THEN l.expires_at + p_after < p_at
-        WHEN l.expires_at = 'infinity'::pg_catalog.timestamptz THEN NOT dlock_internal.bound_alive(l.key, l.holder_pid)
-        ELSE l.expires_at + l.lock_delay + p_after < p_at
+        WHEN (p_l).hold_count = 0 OR (p_l).owner IS NULL THEN (p_l).expires_at + p_after < p_at
+        WHEN (p_l).expires_at = 'infinity'::pg_catalog.timestamptz THEN NOT dlock_internal.bound_alive((p_l).key, (p_l).holder_pid)
+        ELSE (p_l).expires_at + (p_l).lock_delay + p_after < p_at
     END
 $$;
 

@@ -23,7 +23,7 @@ step waits;                 PG_CONFIG=$pg15 bash "$here/waits.sh"
 step crash;                 PG_CONFIG=$pg15 bash "$here/crash.sh"
 step churn;                 PG_CONFIG=$pg15 bash "$here/churn.sh"
 step "move to native";      PG_CONFIG=$pg15 bash "$here/move.sh"
-step "conformance (every client, database.dev layout on 18)"; RUNNER=all bash "$here/conformance.sh" 2>&1 | grep -E "^conformance|== "
+step "conformance (every client, database.dev layout on 18)"; RUNNER=all bash "$here/conformance.sh" 2>&1 | grep -E "^(conformance|FAIL|failed)|== "
 step "conformance (Python, the one-file install on 18)"; INSTALL=file bash "$here/conformance.sh" | tail -n 1
 step "chaos (kill -9, SIGSTOP past the ttl, terminated backends, crashes; the history checker)"
 file=$(OUT=$BUILD/sql-edition bash "$SQLED/build.sh" | tail -n 1)

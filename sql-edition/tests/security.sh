@@ -25,6 +25,13 @@ expect postgres "SELECT string_agg(p.proname, ',') FROM pg_proc p JOIN pg_namesp
 expect postgres "SELECT has_schema_privilege('public', 'dlock_internal', 'USAGE')" f
 expect postgres "SELECT bool_or(has_table_privilege('public', c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE'))
   FROM pg_class c WHERE c.relnamespace = 'dlock_internal'::regnamespace AND c.relkind IN ('r','S')" f
+# SQL-language functions name their parameters p_*: there a column of the same name wins over
+# a parameter, which once made holds_advisory(pid, ...) see any backend's lock as its own.
+expect postgres "SELECT coalesce(string_agg(DISTINCT p.proname, ','), '') FROM pg_proc p
+  JOIN pg_namespace n ON n.oid = p.pronamespace AND n.nspname IN ('dlock', 'dlock_internal')
+  CROSS JOIN LATERAL unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::\"char\", ARRAY[coalesce(cardinality(p.proargnames), 0)]))) AS a(name, mode)
+  WHERE p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql')
+    AND a.mode IN ('i', 'b', 'v') AND a.name <> '' AND a.name NOT LIKE 'p\\_%'" ""
 
 # alice's lease; bob knows her owner string.
 f=$(q alice "SELECT dlock_acquire('sec:k', 'alice-1', '1 hour')")

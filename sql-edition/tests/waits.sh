@@ -68,4 +68,52 @@ SQL
 grep -q 'Asynchronous notification "dlock_[0-9a-f]\{16\}" received' <<<"$out" || fail "no notification: $out"
 [ "$(grep -c 'Asynchronous notification' <<<"$out")" = 2 ] || fail "want 2 notifications: $out"
 grep -q ' t             | f' <<<"$out" || fail "unwatch: $out"
+# A second watcher of a key holds the watch lock itself: once the first stops watching, a
+# release still NOTIFYs it. (An earlier holds_advisory read pg_locks' own pid column for its
+# parameter and so saw any backend's lock as this session's: the second watcher took none, and
+# waits missed their wake-up once the first watcher left.)
+q app_owner "SELECT dlock_acquire('w:two', 'holder', '1 minute')" >/dev/null
+psql -X -q -U app_owner -d app -c "SELECT dlock_watch('w:two')" -c "SELECT pg_sleep(1)" >/dev/null &
+first=$!
+sleep 0.4
+out=$(psql -X -U app_owner -d app 2>&1 <<SQL
+SELECT dlock_watch('w:two') AS channel \gset
+SELECT count(*) AS own_watch_locks FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+\\! while psql -X -At -h "$PGHOST" -p "$PGPORT" -U postgres -d app -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(1)%' AND pid <> pg_backend_pid()" | grep -q '^[1-9]'; do sleep 0.1; done
+\\! psql -X -q -h "$PGHOST" -p "$PGPORT" -U app_owner -d app -c "SELECT dlock_release('w:two', 'holder')"
+SELECT 'after release';
+SQL
+)
+wait "$first"
+grep -A2 own_watch_locks <<<"$out" | grep -qx ' *1' || fail "the second watcher holds no watch lock of its own: $out"
+grep -q 'Asynchronous notification "dlock_[0-9a-f]\{16\}" received' <<<"$out" ||
+  fail "the second watcher heard nothing of the release once the first had left: $out"
+
+# A session-bound lease is live while its own session lives, not while another session holds
+# a session-bound lease of the same key: two shared holders, the first terminated.
+psql -X -q -U app_owner -d app -c "SET application_name = 'bound-1'" \
+  -c "SELECT dlock_acquire_shared('w:b', 'b1', NULL)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+b1=$!
+# (one after the other: a try that meets the other's open change answers busy)
+for i in $(seq 1 50); do
+  [ "$(q postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'")" = 1 ] && break
+  sleep 0.1
+done
+psql -X -q -U app_owner -d app -c "SET application_name = 'bound-2'" \
+  -c "SELECT dlock_acquire_shared('w:b', 'b2', NULL)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+b2=$!
+for i in $(seq 1 50); do
+  [ "$(q postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'")" = 2 ] && break
+  sleep 0.1
+done
+expect postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'" 2
+q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-1'" >/dev/null
+wait "$b1" || true
+for i in $(seq 1 50); do
+  [ "$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bound-1'")" = 0 ] && break
+  sleep 0.1
+done
+expect postgres "SELECT string_agg(owner, ',') FROM dlock_locks WHERE key = 'w:b'" b2
+q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-2'" >/dev/null
+wait "$b2" || true
 echo "waits: all checks passed"

@@ -101,6 +101,7 @@ class Listener:
                     self._do(*item)
                 connection = self._connection
                 if connection is not None:
+                    self._deliver_parsed(connection)
                     selector.register(connection.fileno(), selectors.EVENT_READ)
                 try:
                     ready = selector.select()
@@ -162,7 +163,13 @@ class Listener:
         if pgconn.status != psycopg.pq.ConnStatus.OK:
             self._disconnect(tell=True)
             return
-        while (notify := pgconn.notifies()) is not None:
+        self._deliver_parsed(connection)
+
+    def _deliver_parsed(self, connection: psycopg.Connection[Any]) -> None:
+        """Passes on the notifications libpq has already read. One can come in the same read as
+        a watch's last reply, after the driver last looked: the socket is then drained, and a
+        select would not wake for it."""
+        while (notify := connection.pgconn.notifies()) is not None:
             self._on_notify(notify.relname.decode())
 
     def _disconnect(self, *, tell: bool) -> None:

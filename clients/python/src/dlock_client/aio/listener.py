@@ -90,6 +90,7 @@ class Listener:
             if connection is None:
                 await self._kick
                 continue
+            self._deliver_parsed(connection)
             readable: asyncio.Future[None] = loop.create_future()
             fd = connection.fileno()
 
@@ -146,7 +147,13 @@ class Listener:
         if pgconn.status != psycopg.pq.ConnStatus.OK:
             await self._disconnect(tell=True)
             return
-        while (notify := pgconn.notifies()) is not None:
+        self._deliver_parsed(connection)
+
+    def _deliver_parsed(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        """Passes on the notifications libpq has already read. One can come in the same read as
+        a watch's last reply, after the driver last looked: the socket is then drained, and
+        waiting for it to be readable would not wake for it."""
+        while (notify := connection.pgconn.notifies()) is not None:
             self._on_notify(notify.relname.decode())
 
     async def _disconnect(self, *, tell: bool) -> None:
