@@ -194,11 +194,13 @@ bench-instructions: setup install
 bench-targets: setup install
 	@bash bench/targets.sh
 
-# Every contender on every workload in one run, with plots: bench/results/<timestamp>/.
+# Every contender on every workload in one run, with plots: bench/results/<timestamp>/; then
+# the clients over their drivers, and the SQL-only edition beside the native one.
 bench: setup install
 	@bash bench/suite.sh
 	@bash tests/scripts/clients.sh bench
 	@bash tests/scripts/java.sh bench
+	@BUILD=$(BUILD) bash sql-edition/bench/waiters.sh
 
 # Fault injection (tests/chaos/): worker processes (Rust client and raw SQL, some of the latter with
 # session-bound leases) take hot keys with 1-2 s ttls and write to a fenced resource while the

@@ -5,8 +5,11 @@
 #                           suite with the declared differences on 15 (and under the
 #                           hostile-schema net) and 18, security, crash, waits, bundle, move to
 #                           the native layout, conformance (Python runner)
-#   make bench-sql-edition  hand-off latency and the CPU of 100 parked waiters
-.PHONY: sql-edition test-sql-edition bench-sql-edition
+#   make demo-sql           the edition's story in ten seconds on a throwaway cluster, installed
+#                           as a managed service's database owner would (sql-edition/demo.sh)
+#   make bench-sql-edition  pairs/s beside the hand-written table and the native extension,
+#                           hand-off latency and the CPU of 100 parked waiters (make bench too)
+.PHONY: sql-edition demo-sql test-sql-edition bench-sql-edition
 
 sql-edition:
 	@OUT=$(BUILD)/sql-edition bash sql-edition/build.sh
@@ -17,6 +20,9 @@ test-sql-edition: setup install sql-edition
 	@built=$$(bash tests/scripts/clients.sh build) && \
 	 $(BUILD)/clients/venv/bin/python -m pip install -q --force-reinstall --no-deps "$$(echo "$$built" | head -n 1)"
 	@BUILD=$(BUILD) PG18_CONFIG=$(PG18_CONFIG) bash sql-edition/tests/all.sh
+
+demo-sql:
+	@BUILD=$(BUILD) bash sql-edition/demo.sh
 
 bench-sql-edition: sql-edition
 	@BUILD=$(BUILD) bash sql-edition/bench/waiters.sh

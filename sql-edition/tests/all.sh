@@ -12,6 +12,13 @@ pg15=${PG15_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 step() { echo "== sql-edition: $*"; }
 
 step bundle;                bash "$here/bundle.sh"
+step "demo (make demo-sql)"
+demo=$(bash "$SQLED/demo.sh" 2>&1) || { echo "$demo"; fail "make demo-sql failed"; }
+for want in "installer_is_superuser" "SQLSTATE 42501" "SQLSTATE 0A000" 'Asynchronous notification "dlock_' \
+            " f          | f             | t"; do
+  grep -qF -- "$want" <<<"$demo" || { echo "$demo"; fail "make demo-sql did not show: $want"; }
+done
+echo "demo: every step showed what it tells"
 step "pg_regress, 15";      PG_CONFIG=$pg15 bash "$here/regress.sh" | tail -n 1
 step "pg_regress, 15, hostile-schema net"
 PGOPTIONS='-c search_path=public,pg_catalog' DLOCK_HOSTILE=1 PG_CONFIG=$pg15 bash "$here/regress.sh" | tail -n 1
@@ -23,10 +30,16 @@ step waits;                 PG_CONFIG=$pg15 bash "$here/waits.sh"
 step crash;                 PG_CONFIG=$pg15 bash "$here/crash.sh"
 step churn;                 PG_CONFIG=$pg15 bash "$here/churn.sh"
 step "move to native";      PG_CONFIG=$pg15 bash "$here/move.sh"
+file=$(OUT=$BUILD/sql-edition bash "$SQLED/build.sh" | tail -n 1)
+for pg in "$pg15" "$PG18_CONFIG"; do
+  [ -x "$pg" ] || continue
+  step "the docs' SQL examples, $("$pg" --version | sed 's/ (.*//')"
+  (cd "$ROOT" && PG_CONFIG=$pg DLOCK_SQL_EDITION=$file cargo test -q -p dlock-tests --test docs every_sql_example -- --nocapture 2>&1) |
+    grep -E "^docs: [0-9]|failing|expected|met nothing|declared as|test result"
+done
 step "conformance (every client, database.dev layout on 18)"; RUNNER=all bash "$here/conformance.sh" 2>&1 | grep -E "^(conformance|FAIL|failed)|== "
 step "conformance (Python, the one-file install on 18)"; INSTALL=file bash "$here/conformance.sh" | tail -n 1
 step "chaos (kill -9, SIGSTOP past the ttl, terminated backends, crashes; the history checker)"
-file=$(OUT=$BUILD/sql-edition bash "$SQLED/build.sh" | tail -n 1)
 (cd "$ROOT" && DLOCK_SQL_EDITION=$file cargo run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 \
   --fault-every 2 --seed "${CHAOS_SEED:-7}" --primitives 2) | grep -E "^(checked|violations)"
 step "chaos with a failover to a synchronous standby"

@@ -25,6 +25,16 @@
 //!
 //! `DOCS_PAGE=guide/waiting.md cargo test -p dlock-tests --test docs` runs only the pages whose
 //! path contains that text.
+//!
+//! # Against the SQL-only edition
+//! With `DLOCK_SQL_EDITION` naming its one-file install (`make sql-edition`), the examples run
+//! against that edition on a cluster with no dlock library: `CREATE EXTENSION dlock [SCHEMA s]`
+//! runs the file into `s` (default `dlock`), and `DROP EXTENSION dlock` runs
+//! `sql-edition/uninstall.sql`. A page or statement that shows what only the native edition
+//! does is declared in `sql-edition/differences/docs.txt`, with its reason (a statement by a text
+//! it contains, and if need be ` --> ` what it is shown to return): a declared page is
+//! skipped, a declared statement must fail (and the page goes on). A declaration that no longer
+//! differs fails the run, as does any undeclared difference.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -46,6 +56,7 @@ const LOCK_DELAY: Duration = Duration::from_secs(10);
 #[tokio::test]
 async fn every_sql_example_runs_and_shows_what_it_returns() {
     let filter = std::env::var("DOCS_PAGE").unwrap_or_default();
+    let edition = SqlEdition::from_env();
     let mut pages: Vec<(PathBuf, Vec<Block>)> = doc_pages()
         .into_iter()
         .filter(|p| relative(p).contains(filter.as_str()))
@@ -58,7 +69,10 @@ async fn every_sql_example_runs_and_shows_what_it_returns() {
     let uses_fast_mode =
         |blocks: &[Block]| blocks.iter().flat_map(|b| &b.statements).any(|s| s.sql.contains("dlock_fast_"));
     pages.sort_by_key(|(_, blocks)| uses_fast_mode(blocks));
-    let cluster = Cluster::shared_named("docs", CONF);
+    let cluster = match &edition {
+        Some(_) => Cluster::shared_named("docs_sql_edition", &[]),
+        None => Cluster::shared_named("docs", CONF),
+    };
     let admin = cluster.connect().await;
     for role in DOC_ROLES {
         admin.batch_execute(&format!("CREATE ROLE {role} LOGIN")).await.unwrap();
@@ -69,7 +83,13 @@ async fn every_sql_example_runs_and_shows_what_it_returns() {
         if examples.is_empty() {
             continue;
         }
-        if !fast_ready && uses_fast_mode(examples) {
+        if let Some(edition) = &edition
+            && let Some(reason) = edition.skipped_page(page)
+        {
+            eprintln!("docs: {} skipped in the SQL edition: {reason}", relative(page));
+            continue;
+        }
+        if !fast_ready && edition.is_none() && uses_fast_mode(examples) {
             past_lock_delay(&admin).await;
             fast_ready = true;
         }
@@ -81,13 +101,21 @@ async fn every_sql_example_runs_and_shows_what_it_returns() {
             .flat_map(|b| &b.statements)
             .any(|s| s.sql.to_ascii_uppercase().contains("CREATE EXTENSION DLOCK"));
         if !creates_extension {
-            session.batch_execute("CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock;").await.unwrap();
+            let install = "CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock;";
+            match &edition {
+                Some(edition) => session.batch_execute(&edition.translate(install)).await.unwrap(),
+                None => session.batch_execute(install).await.unwrap(),
+            }
         }
         'page: for (b, block) in examples.iter().enumerate() {
             blocks += 1;
             for (s, statement) in block.statements.iter().enumerate() {
                 statements += 1;
-                if let Err(problem) = run(&session, statement).await {
+                let outcome = match &edition {
+                    Some(edition) => edition.run(&session, page, statement).await,
+                    None => run(&session, statement).await,
+                };
+                if let Err(problem) = outcome {
                     failures.push(format!(
                         "{}, sql block {} (line {}), statement {} (line {}):\n    {}\n  {problem}",
                         relative(page),
@@ -103,6 +131,9 @@ async fn every_sql_example_runs_and_shows_what_it_returns() {
         }
     }
     eprintln!("docs: {} pages, {blocks} sql blocks, {statements} statements run", pages.len());
+    if let Some(edition) = &edition {
+        failures.extend(edition.unused());
+    }
     assert!(
         failures.is_empty(),
         "{} page(s) with a failing example:\n\n{}",
@@ -187,8 +218,26 @@ struct Statement {
     expect: Expect,
 }
 
+impl Statement {
+    /// Whether this is the statement `what` names: a text it contains, and optionally
+    /// ` --> ` and what it is shown to return (`SET x = 1 --> ERROR 42501`).
+    fn is(&self, what: &str) -> bool {
+        let (text, shown) = match what.split_once(" --> ") {
+            Some((text, shown)) => (text, Some(shown)),
+            None => (what, None),
+        };
+        let shows = match &self.expect {
+            Expect::Succeeds => String::new(),
+            Expect::Values(values) => values.join(" | "),
+            Expect::Rows(n) => format!("{n} rows"),
+            Expect::Error(code) => format!("ERROR {code}"),
+        };
+        self.sql.contains(text) && shown.is_none_or(|shown| shown == shows)
+    }
+}
+
 /// What a statement's trailing `-->` comment says (see the module documentation).
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Expect {
     Succeeds,
     Values(Vec<String>),
@@ -244,6 +293,121 @@ async fn run(session: &tokio_postgres::Client, statement: &Statement) -> Result<
                 Err(format!("expected {}, got {}", expected.join(" | "), got.join(" | ")))
             }
         }
+    }
+}
+
+/// The SQL-only edition in place of the native extension (`DLOCK_SQL_EDITION`), with the
+/// differences `sql-edition/differences/docs.txt` declares.
+struct SqlEdition {
+    install: String,
+    uninstall: String,
+    /// (page, statement text or `*` for the whole page, reason, whether it was met).
+    declared: Vec<(String, String, String, std::cell::Cell<bool>)>,
+}
+
+impl SqlEdition {
+    fn from_env() -> Option<Self> {
+        let path = std::env::var_os("DLOCK_SQL_EDITION").filter(|p| !p.is_empty())?;
+        let read = |p: &Path| fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let root = workspace_root();
+        let declarations = root.join("sql-edition/differences/docs.txt");
+        let declared = read(&declarations)
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|l| {
+                let fields: Vec<&str> = l.splitn(3, " | ").map(str::trim).collect();
+                assert!(
+                    fields.len() == 3,
+                    "{}: want `page | statement or * | reason`: {l}",
+                    declarations.display()
+                );
+                (
+                    fields[0].to_string(),
+                    fields[1].to_string(),
+                    fields[2].to_string(),
+                    std::cell::Cell::new(false),
+                )
+            })
+            .collect();
+        Some(Self {
+            install: read(Path::new(&path)),
+            uninstall: read(&root.join("sql-edition/uninstall.sql")),
+            declared,
+        })
+    }
+
+    /// The reason a page is declared native-only, if it is.
+    fn skipped_page(&self, page: &Path) -> Option<&str> {
+        let page = relative(page);
+        self.declared.iter().find(|(p, what, _, _)| *p == page && what == "*").map(|(_, _, reason, met)| {
+            met.set(true);
+            reason.as_str()
+        })
+    }
+
+    /// The statement with the native extension's DDL replaced by the edition's install and
+    /// uninstall scripts.
+    fn translate(&self, sql: &str) -> String {
+        let with_search_path = |schema: &str, script: &str| {
+            format!("SET search_path = {schema};\n{script}\nRESET search_path;\n")
+        };
+        sql.split_inclusive(';')
+            .map(|part| {
+                let bare = strip_leading_comments(part);
+                let words: Vec<&str> = bare.trim_end_matches(';').split_whitespace().collect();
+                let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+                if upper.starts_with(&["CREATE".into(), "EXTENSION".into()])
+                    && upper.iter().any(|w| w == "DLOCK")
+                {
+                    let schema = upper.iter().position(|w| w == "SCHEMA").and_then(|i| words.get(i + 1));
+                    with_search_path(schema.copied().unwrap_or("dlock"), &self.install)
+                } else if upper == ["DROP", "EXTENSION", "DLOCK"] {
+                    with_search_path("dlock", &self.uninstall)
+                } else {
+                    part.to_string()
+                }
+            })
+            .collect()
+    }
+
+    /// Runs a statement as the edition would: a declared statement must fail.
+    async fn run(
+        &self,
+        session: &tokio_postgres::Client,
+        page: &Path,
+        statement: &Statement,
+    ) -> Result<(), String> {
+        let page = relative(page);
+        let declared = self.declared.iter().find(|(p, what, _, _)| *p == page && statement.is(what));
+        let translated = Statement {
+            sql: self.translate(&statement.sql),
+            line: statement.line,
+            expect: statement.expect.clone(),
+        };
+        match (run(session, &translated).await, declared) {
+            (Ok(()), None) => Ok(()),
+            (Err(problem), None) => {
+                Err(format!("{problem} (undeclared in sql-edition/differences/docs.txt)"))
+            }
+            (Err(_), Some((_, _, _, met))) => {
+                met.set(true);
+                Ok(())
+            }
+            (Ok(()), Some((_, what, reason, _))) => {
+                Err(format!("declared as different ({what}: {reason}), but it runs as the page shows"))
+            }
+        }
+    }
+
+    /// Declarations that no page met: stale.
+    fn unused(&self) -> Vec<String> {
+        self.declared
+            .iter()
+            .filter(|(_, _, _, met)| !met.get())
+            .map(|(page, what, _, _)| {
+                format!("sql-edition/differences/docs.txt: `{page} | {what}` met nothing")
+            })
+            .collect()
     }
 }
 
