@@ -26,8 +26,9 @@ elif ! "$PYTHON" -c "import dlock_client, psycopg" 2>/dev/null; then
 fi
 export PG_CONFIG=$PG18_CONFIG
 OUT=$BUILD/sql-edition bash "$SQLED/build.sh" >/dev/null
-ext=$BUILD/sql-edition/control-path
-rm -rf "$ext"
+# The server (as postgres) must read it: not under a clone in a private directory (mktemp -d
+# is 0700), where $BUILD may be.
+ext=$(mktemp -d /tmp/dlock-control-path.XXXXXX)
 mkdir -p "$ext/extension"
 cp "$BUILD/sql-edition/dbdev/dlock.control" "$BUILD/sql-edition/dbdev/dlock--0.3.0.sql" "$ext/extension/"
 chmod -R a+rX "$ext"
@@ -36,7 +37,7 @@ SQLED_DIR=$BUILD/sql-edition/conformance
 bash "$CLUSTER_SH" destroy "$SQLED_DIR"
 eval "$(bash "$CLUSTER_SH" start "$SQLED_DIR" "max_connections = 300" "extension_control_path = '$ext:\$system'")"
 export PGHOST PGPORT
-trap sqled_destroy EXIT
+trap 'sqled_destroy; rm -rf "$ext"' EXIT
 psql() { "$("$PG_CONFIG" --bindir)/psql" "$@"; }
 psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres \
   -c "CREATE ROLE app_owner LOGIN CREATEROLE" -c "CREATE DATABASE app OWNER app_owner" >/dev/null
