@@ -56,6 +56,64 @@ AS $$
         OR dlock_internal.holds_advisory(p_pid, dlock_internal.bound_lock(p_key))
 $$;
 
+-- A session-bound lease's session holds the key's bound lock (shared, once per key however many
+-- of its leases are bound there). It is a session-level advisory lock, which a ROLLBACK neither
+-- gives back nor takes back: a release that let go of it at once, then rolled back, would leave
+-- its restored lease looking dead to every other session. So a release notes the key in the
+-- session's setting dlock_sql.unbind (set_config, which a ROLLBACK undoes) with its transaction,
+-- and the session's next call in a later transaction lets go of the bound locks of keys that
+-- earlier (so committed) releases noted and no live lease of this session is bound to any more.
+-- (An acquire rolled back keeps its bound lock until the session ends: harmless, it binds no row.)
+CREATE FUNCTION dlock_internal.bind(p_key pg_catalog.text) RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.bound_lock(p_key)) THEN
+        PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.bound_lock(p_key));
+    END IF;
+END
+$$;
+
+CREATE FUNCTION dlock_internal.unbind_later(p_key pg_catalog.text) RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('dlock_sql.unbind',
+        (COALESCE(NULLIF(pg_catalog.current_setting('dlock_sql.unbind', true), ''), '[]')::pg_catalog.jsonb
+         OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_array(
+             pg_catalog.pg_current_xact_id()::pg_catalog.text, p_key)))::pg_catalog.text,
+        false);
+END
+$$;
+
+CREATE FUNCTION dlock_internal.unbind_released() RETURNS void
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    me pg_catalog.text := pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text;
+    entry pg_catalog.jsonb;
+    k pg_catalog.text;
+    kept pg_catalog.jsonb := '[]';
+BEGIN
+    FOR entry IN SELECT e.value FROM pg_catalog.jsonb_array_elements(
+                     pg_catalog.current_setting('dlock_sql.unbind', true)::pg_catalog.jsonb) AS e LOOP
+        IF entry OPERATOR(pg_catalog.->>) 0 = me THEN
+            kept := kept OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_array(entry);   -- may still roll back
+            CONTINUE;
+        END IF;
+        k := entry OPERATOR(pg_catalog.->>) 1;
+        IF dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.bound_lock(k))
+           AND NOT EXISTS (SELECT FROM dlock_internal.lease AS l
+                            WHERE l.key = k AND l.hold_count > 0 AND l.owner IS NOT NULL
+                              AND l.expires_at = 'infinity'::pg_catalog.timestamptz
+                              AND l.holder_pid = pg_catalog.pg_backend_pid()) THEN
+            PERFORM pg_catalog.pg_advisory_unlock_shared(dlock_internal.bound_lock(k));
+        END IF;
+    END LOOP;
+    PERFORM pg_catalog.set_config('dlock_sql.unbind', CASE WHEN kept = '[]' THEN '' ELSE kept::pg_catalog.text END, false);
+END
+$$;
+
 -- Whether a lease row is live at `at`: held, and unexpired or session-bound to a live session.
 CREATE FUNCTION dlock_internal.is_live(p_l dlock_internal.lease, p_at pg_catalog.timestamptz)
     RETURNS pg_catalog.bool LANGUAGE sql STABLE

@@ -25,6 +25,7 @@ DECLARE
     last_fence pg_catalog.int8 := 0;
     dead_rows pg_catalog.bool := false;
     key_row pg_catalog.bool := false;
+    owner_taken pg_catalog.bool := false;
     expires pg_catalog.timestamptz;
     names CONSTANT pg_catalog.text[] := ARRAY['an exclusive lease', 'a shared lease', 'the election''s lead'];
 BEGIN
@@ -55,8 +56,10 @@ BEGIN
             mine := r;
             CONTINUE;
         END IF;
-        IF r.holder = p_owner THEN
-            -- Another role's lease under this owner string: the key is busy for us.
+        IF r.owner = p_owner THEN
+            -- Another role's lease under this owner string: the key is busy for us (before any
+            -- question of a semaphore's size, as natively).
+            owner_taken := true;
             busy := true;
             IF r.expires_at = 'infinity' THEN
                 bound_blocker := true;
@@ -107,14 +110,14 @@ BEGIN
                                  THEN pg_catalog.pg_backend_pid() ELSE l.holder_pid END
          WHERE l.key = p_key AND l.holder = mine.holder;
         IF expires = 'infinity' AND mine.expires_at <> 'infinity' THEN
-            PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.bound_lock(p_key));
+            PERFORM dlock_internal.bind(p_key);
         END IF;
         fence := mine.fence;
         RETURN;
     END IF;
 
     -- A semaphore's size is fixed by its live holders.
-    IF p_kind = 's' AND shared_max_seen AND shared_max IS DISTINCT FROM p_max_holders THEN
+    IF p_kind = 's' AND NOT owner_taken AND shared_max_seen AND shared_max IS DISTINCT FROM p_max_holders THEN
         PERFORM dlock_internal.fail('22023', pg_catalog.format('the key''s holders hold it with max_holders %s, not %s',
             COALESCE(shared_max::pg_catalog.text, 'NULL'), COALESCE(p_max_holders::pg_catalog.text, 'NULL')),
             'Every participant of a semaphore passes the same max_holders; it is fixed by the holders while any hold the key.');
@@ -177,7 +180,7 @@ BEGIN
         PERFORM dlock_internal.after_insert();
     END IF;
     IF p_ttl IS NULL THEN
-        PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.bound_lock(p_key));
+        PERFORM dlock_internal.bind(p_key);
     END IF;
     IF p_kind = 'e' THEN
         -- A change of leader: the election's watchers hear of it.

@@ -31,9 +31,11 @@ BEGIN
     BEGIN
         LOOP
             -- A look at the key: under its key lock, in a subtransaction, so that a look that
-            -- finds the key busy lets go of the key lock at once. Before queueing the look
-            -- never waits (a try answers at once); the head of the queue waits in the lock
-            -- manager for a transaction that holds the key lock.
+            -- finds the key busy lets go of the key lock at once. A try's look never waits (it
+            -- answers at once); a wait's looks, its first too, wait in the lock manager for a
+            -- transaction that holds the key lock (often the head's own look), so that the
+            -- first look sees the key's rows: a request refused by them (a semaphore of another
+            -- size, a mode the owner does not hold) is refused at once, never queued.
             -- The head's cheap look first: while a TTL lease that no request can share holds
             -- the key (or its lock-delay does), the full look would only find it busy.
             IF queued AND EXISTS (
@@ -45,7 +47,7 @@ BEGIN
                 retry_ := NULL;   -- the backoff alone decides the next look
             ELSE
             BEGIN
-                IF NOT queued THEN
+                IF p_wait = '0'::pg_catalog.interval THEN
                     IF NOT pg_catalog.pg_try_advisory_xact_lock(klock) THEN
                         RAISE SQLSTATE 'DLK01';
                     END IF;

@@ -25,7 +25,8 @@ END
 $$;
 
 -- Ends a lease's hold (all of them if p_all): a key row is marked free (keeping its fence),
--- an owner row deleted; the session's bound lock goes with a session-bound lease of its own.
+-- an owner row deleted; the session's bound lock goes (after commit, 40_locks.sql) with a
+-- session-bound lease of its own.
 CREATE FUNCTION dlock_internal.drop_hold(r dlock_internal.lease, p_all pg_catalog.bool, p_at pg_catalog.timestamptz)
     RETURNS pg_catalog.bool LANGUAGE plpgsql
 AS $$
@@ -43,7 +44,7 @@ BEGIN
         DELETE FROM dlock_internal.lease AS l WHERE l.key = r.key AND l.holder = r.holder;
     END IF;
     IF r.expires_at = 'infinity' AND r.holder_pid = pg_catalog.pg_backend_pid() THEN
-        PERFORM pg_catalog.pg_advisory_unlock_shared(dlock_internal.bound_lock(r.key));
+        PERFORM dlock_internal.unbind_later(r.key);
     END IF;
     PERFORM dlock_internal.notify(r.key);
     RETURN true;

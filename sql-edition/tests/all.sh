@@ -37,6 +37,7 @@ for pg in "$pg15" "$PG18_CONFIG"; do
   (cd "$ROOT" && PG_CONFIG=$pg DLOCK_SQL_EDITION=$file cargo test -q -p dlock-tests --test docs every_sql_example -- --nocapture 2>&1) |
     grep -E "^docs: [0-9]|failing|expected|met nothing|declared as|test result"
 done
+step "the contract's suites (tests/tests), 15";   bash "$here/contract.sh"
 step "conformance (every client, database.dev layout on 18)"; RUNNER=all bash "$here/conformance.sh" 2>&1 | grep -E "^(conformance|FAIL|failed)|== |ERROR|FATAL"
 step "conformance (Python, the one-file install on 18)"; INSTALL=file bash "$here/conformance.sh" | tail -n 1
 step "chaos (kill -9, SIGSTOP past the ttl, terminated backends, crashes; the history checker)"

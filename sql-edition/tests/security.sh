@@ -73,4 +73,31 @@ psql -X -q -U alice -d app -c "BEGIN" -c "SELECT dlock_acquire('sec:tx', 'a', '1
 sleep 0.5
 expect bob "SELECT dlock_acquire('sec:tx', 'b', '1 minute') IS NULL AND clock_timestamp() - statement_timestamp() < interval '200 ms'" t
 wait
+# Code another role gets run in a superuser's maintenance (an index expression at ANALYZE, a
+# materialized view at REFRESH) runs as that role but in the superuser's session: refused
+# (42501), not lent the superuser's standing. The control: the same probe, called by the
+# superuser itself, does force the release.
+q postgres "CREATE ROLE mallory LOGIN; CREATE SCHEMA mal AUTHORIZATION mallory" >/dev/null
+expect alice "SELECT dlock_acquire('sec:victim', 'alice-v', '1 hour') IS NOT NULL" t
+q mallory "CREATE FUNCTION mal.probe(x int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS \$\$
+  BEGIN
+    BEGIN PERFORM dlock.dlock_force_release('sec:victim'); EXCEPTION WHEN insufficient_privilege THEN NULL; END;
+    RETURN x;
+  END \$\$;
+  CREATE FUNCTION mal.take(x int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS \$\$
+  BEGIN PERFORM dlock.dlock_acquire('sec:mal', 'mal-1', '1 hour'); RETURN x; END \$\$;
+  CREATE TABLE mal.t (x int); INSERT INTO mal.t SELECT generate_series(1, 10);
+  CREATE INDEX ON mal.t (mal.probe(x));
+  CREATE MATERIALIZED VIEW mal.mv AS SELECT mal.probe(1) AS x WITH NO DATA;
+  CREATE MATERIALIZED VIEW mal.mv2 AS SELECT mal.take(1) AS x WITH NO DATA" >/dev/null
+q postgres "ANALYZE mal.t; REFRESH MATERIALIZED VIEW mal.mv" >/dev/null
+expect postgres "SELECT owner FROM dlock_locks WHERE key = 'sec:victim'" alice-v
+expect_error postgres "REFRESH MATERIALIZED VIEW mal.mv2" 42501 "security-restricted operation"
+expect postgres "SELECT count(*) FROM dlock_locks WHERE key = 'sec:mal'" 0
+expect postgres "SELECT mal.probe(1)" 1
+expect postgres "SELECT count(*) FROM dlock_locks WHERE key = 'sec:victim'" 0
+# Outside such an operation a plain role's own calls go on as before, in a read-only
+# transaction too.
+expect mallory "SELECT dlock_acquire('sec:mal', 'mal-1', '1 minute') IS NOT NULL" t
+expect mallory "BEGIN READ ONLY; SELECT count(*) FROM dlock_locks WHERE key = 'sec:mal'; COMMIT" 1
 echo "security: all checks passed"

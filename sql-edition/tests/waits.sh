@@ -116,4 +116,24 @@ done
 expect postgres "SELECT string_agg(owner, ',') FROM dlock_locks WHERE key = 'w:b'" b2
 q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-2'" >/dev/null
 wait "$b2" || true
+# A release rolled back leaves the session-bound lease live for every session (its bound lock is
+# a session-level lock, which a ROLLBACK does not take back); a committed release lets go of it
+# by the session's next call. Seen from another session after each step.
+out=$(psql -X -q -At -v ON_ERROR_STOP=1 -U app_owner -d app 2>&1 <<'SQL'
+SELECT 'taken ' || (dlock_acquire('w:rb', 'rb', NULL) IS NOT NULL);
+BEGIN;
+SELECT 'released in the transaction ' || dlock_release('w:rb', 'rb');
+ROLLBACK;
+\! echo "after rollback: $(psql -X -q -At -U app_owner -d app -c "SELECT count(*) FROM dlock_locks WHERE key = 'w:rb'") live, another owner gets $(psql -X -q -At -U app_owner -d app -c "SELECT coalesce(dlock_acquire('w:rb', 'intruder', '1 minute')::text, 'NULL')")"
+SELECT 'released ' || dlock_release('w:rb', 'rb');
+SELECT 'next call ' || count(*) FROM dlock_locks WHERE key = 'w:rb';
+SELECT 'advisory locks held ' || count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+\! echo "after release: another owner gets $(psql -X -q -At -U app_owner -d app -c "SELECT dlock_acquire('w:rb', 'intruder', '1 minute') IS NOT NULL")"
+SQL
+)
+for want in "taken true" "released in the transaction true" "after rollback: 1 live, another owner gets NULL" \
+            "released true" "next call 0" "advisory locks held 0" "after release: another owner gets t"; do
+  grep -qxF "$want" <<<"$out" || fail "session-bound release rolled back, then committed: want '$want' in: $out"
+done
+
 echo "waits: all checks passed"

@@ -57,8 +57,10 @@ const LEASE_ROW: &str = "SELECT key, owner, fence, hold_count, \
        holder_pid, holder_role::text, waiters \
      FROM dlock_locks WHERE key OPERATOR(pg_catalog.=) $1";
 /// Sessions holding the watch lock (advisory, field4 0x6b04) of a key hash.
+/// Sessions holding a key's watch lock, found by the hash its channel carries: in the native
+/// edition's lock space (objsubid 27396), or as the SQL edition's bigint advisory lock (1).
 const WATCHERS: &str = "SELECT count(*) FROM pg_catalog.pg_locks \
-     WHERE locktype = 'advisory' AND objsubid = 27396 AND granted AND pid <> pg_catalog.pg_backend_pid() \
+     WHERE locktype = 'advisory' AND objsubid IN (1, 27396) AND granted AND pid <> pg_catalog.pg_backend_pid() \
        AND ((classid::int8 << 32) | objid::int8) = $1";
 const SERVER_NOW: &str = "SELECT extract(epoch FROM pg_catalog.clock_timestamp())::float8";
 

@@ -179,9 +179,14 @@ impl Model {
 }
 
 /// The order in which `dlock_acquire_all` visits keys (the global lock order: key hash, then
-/// text): the first key it cannot grant decides what the call answers.
+/// text; in the SQL-only edition, `DLOCK_SQL_EDITION`, the text's bytes, a declared
+/// difference): the first key it cannot grant decides what the call answers.
 pub(crate) fn lock_order(keys: &[usize], texts: &[String]) -> Vec<usize> {
     let mut order = keys.to_vec();
-    order.sort_by(|a, b| (key_hash(&texts[*a]), &texts[*a]).cmp(&(key_hash(&texts[*b]), &texts[*b])));
+    if std::env::var_os("DLOCK_SQL_EDITION").is_some_and(|p| !p.is_empty()) {
+        order.sort_by(|a, b| texts[*a].as_bytes().cmp(texts[*b].as_bytes()));
+    } else {
+        order.sort_by(|a, b| (key_hash(&texts[*a]), &texts[*a]).cmp(&(key_hash(&texts[*b]), &texts[*b])));
+    }
     order
 }
