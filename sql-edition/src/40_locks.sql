@@ -11,6 +11,8 @@
 --                                   live while its holder_pid holds it (pg_locks)
 --   watch lock  (session, share):   held by sessions that dlock_watch the key; a release
 --                                   probes it to know whether to NOTIFY
+--   free-wait lock (session, share): held by sessions in dlock_wait_free for the key while they
+--                                   wait, so that pg_locks shows who waits for which key
 CREATE FUNCTION dlock_internal.key_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7631) $$;
@@ -23,6 +25,9 @@ AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7633) $$;
 CREATE FUNCTION dlock_internal.watch_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7634) $$;
+CREATE FUNCTION dlock_internal.free_wait_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7636) $$;
 
 -- The key's NOTIFY channel: "dlock_" and 16 hex digits, like the native edition's (whose hash
 -- is xxh3: the digits differ, clients take the channel from dlock_watch). No payload: the key's
@@ -47,32 +52,31 @@ AS $$
            AND l.objsubid = 1)
 $$;
 
--- Whether a session-bound lease held by pid is live: pid is this session, or it still holds
--- the key's bound lock (a pid reused by a new backend does not).
+-- Whether a session-bound lease held by pid is live: pid still holds the key's bound lock (a
+-- pid reused by a new backend does not). This session too asks pg_locks, not its own pid: a
+-- DISCARD ALL (a pooler's reset) or pg_advisory_unlock_all() lets go of the bound locks, and
+-- the session must then see its leases ended as every other session does.
 CREATE FUNCTION dlock_internal.bound_alive(p_key pg_catalog.text, p_pid pg_catalog.int4)
     RETURNS pg_catalog.bool LANGUAGE sql STABLE
-AS $$
-    SELECT p_pid = pg_catalog.pg_backend_pid()
-        OR dlock_internal.holds_advisory(p_pid, dlock_internal.bound_lock(p_key))
-$$;
+AS $$ SELECT dlock_internal.holds_advisory(p_pid, dlock_internal.bound_lock(p_key)) $$;
 
--- A session-bound lease's session holds the key's bound lock (shared, once per key however many
--- of its leases are bound there). It is a session-level advisory lock, which a ROLLBACK neither
--- gives back nor takes back: a release that let go of it at once, then rolled back, would leave
--- its restored lease looking dead to every other session. So a release notes the key in the
--- session's setting dlock_sql.unbind (set_config, which a ROLLBACK undoes) with its transaction,
--- and the session's next call in a later transaction lets go of the bound locks of keys that
--- earlier (so committed) releases noted and no live lease of this session is bound to any more.
--- (An acquire rolled back keeps its bound lock until the session ends: harmless, it binds no row.)
+-- A session-bound lease's session holds the key's bound lock (shared). It is a session-level
+-- advisory lock, which a ROLLBACK neither gives back nor takes back: a release that let go of it
+-- at once, then rolled back, would leave its restored lease looking dead to every other session.
+-- So a release notes the key in the session's setting dlock_sql.unbind (set_config, which a
+-- ROLLBACK undoes) with its transaction, and the session's next call in a later transaction
+-- lets go of the bound locks of keys that earlier (so committed) releases noted and no live
+-- lease of this session is bound to any more (every call that takes its caller's role: all but
+-- a dlock_holds that answers false).
+-- A grant takes the lock without asking pg_locks whether the session holds it already (that
+-- copies the whole lock table: a third of a session-bound pair's time, more with many locks), so
+-- the lock may be held more than once: after an acquire rolled back, or with several owners of
+-- one key in one session. The let-go then leaves it held: one lock-table entry whatever the
+-- count, until the session ends. A lingering bound lock binds no live row, so it keeps no
+-- lease alive; what matters is the other way round, and a live bound lease's lock is never let go.
 CREATE FUNCTION dlock_internal.bind(p_key pg_catalog.text) RETURNS void
-    LANGUAGE plpgsql
-AS $$
-BEGIN
-    IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.bound_lock(p_key)) THEN
-        PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.bound_lock(p_key));
-    END IF;
-END
-$$;
+    LANGUAGE sql
+AS $$ SELECT pg_catalog.pg_advisory_lock_shared(dlock_internal.bound_lock(p_key)) $$;
 
 CREATE FUNCTION dlock_internal.unbind_later(p_key pg_catalog.text) RETURNS void
     LANGUAGE plpgsql
@@ -126,11 +130,14 @@ $$;
 
 -- Tells the key's watchers (if any) that it may have become free: a NOTIFY at commit. A probe
 -- of the watch lock, so that keys nobody watches cost no NOTIFY (which serializes commits).
+-- The probe cannot see this session's own watch (a backend's locks never conflict with its
+-- own requests): its own LISTEN list can.
 CREATE FUNCTION dlock_internal.notify(key pg_catalog.text) RETURNS void
     LANGUAGE plpgsql
 AS $$
 BEGIN
-    IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key)) THEN
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key))
+       OR dlock_internal.channel(key) IN (SELECT c FROM pg_catalog.pg_listening_channels() AS c) THEN
         PERFORM pg_catalog.pg_notify(dlock_internal.channel(key), '');
     END IF;
 END

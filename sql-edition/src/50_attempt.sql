@@ -159,28 +159,26 @@ BEGIN
     -- (a free key row keeps its last; a sequence set back by a restore cannot repeat them).
     fence := GREATEST(pg_catalog.nextval('dlock_internal.fence_seq'::pg_catalog.regclass), last_fence + 1);
     expires := CASE WHEN p_ttl IS NULL THEN 'infinity' ELSE now_ + p_ttl END;
+    IF p_ttl IS NULL THEN
+        -- Bound before the row is written: the page sweep below must see it live.
+        PERFORM dlock_internal.bind(p_key);
+    END IF;
     IF p_kind = 's' THEN
         INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, expires_at,
                                                holder_pid, kind, max_holders, lock_delay, info, holder)
         VALUES (p_key, p_owner, p_role, fence, 1, now_, expires, pg_catalog.pg_backend_pid(), 's',
                 p_max_holders, p_lock_delay, NULL, p_owner);
-        PERFORM dlock_internal.after_insert();
     ELSIF key_row THEN
         UPDATE dlock_internal.lease AS l
            SET owner = p_owner, role = p_role, fence = attempt.fence, hold_count = 1, acquired_at = now_,
                expires_at = expires, holder_pid = pg_catalog.pg_backend_pid(), kind = p_kind,
                max_holders = NULL, lock_delay = p_lock_delay, info = p_info
          WHERE l.key = p_key AND l.holder = '';
-        PERFORM dlock_internal.after_grant();
     ELSE
         INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, expires_at,
                                                holder_pid, kind, max_holders, lock_delay, info, holder)
         VALUES (p_key, p_owner, p_role, fence, 1, now_, expires, pg_catalog.pg_backend_pid(), p_kind,
                 NULL, p_lock_delay, p_info, '');
-        PERFORM dlock_internal.after_insert();
-    END IF;
-    IF p_ttl IS NULL THEN
-        PERFORM dlock_internal.bind(p_key);
     END IF;
     IF p_kind = 'e' THEN
         -- A change of leader: the election's watchers hear of it.

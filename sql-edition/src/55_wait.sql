@@ -8,6 +8,72 @@
 -- backoff (1 ms doubling up to settings.poll_max, never past the blocking lease's expiry;
 -- shown as Timeout/PgSleep). Each look is a subtransaction, so a look that finds the key busy
 -- lets go of the key lock at once.
+-- The lock manager's deadlock detector sees waits on key and queue locks, not a head's wait for
+-- a session-bound lease (a lease, not a lock, and the bound lock lingers after a release until
+-- its session's next call). So a head kept waiting deadlock_timeout by such a lease looks for
+-- the cycle itself (dlock_internal.in_cycle), as the detector would, and is its victim (40P01).
+-- Whether the head of p_key's queue (this session, holding queue lock p_qlock) waits in a cycle:
+-- a session-bound holder of p_key waits in the queue of a key a session-bound lease holds, whose
+-- session waits ... back to this session. Read from one snapshot of pg_locks (queue locks held
+-- or awaited, bound locks held) and the live session-bound leases. Checks run one at a time
+-- (a session lock of their own), and a session in a cycle leaves its queue before the next
+-- check runs: exactly one victim per cycle, as with the lock manager's detector. The modes of
+-- the waits are not known, so a wait for a shared key whose session-bound holders share it
+-- with the request counts too.
+CREATE FUNCTION dlock_internal.in_cycle(p_key pg_catalog.text, p_qlock pg_catalog.int8)
+    RETURNS pg_catalog.bool LANGUAGE plpgsql
+AS $$
+DECLARE
+    mutex constant pg_catalog.int8 := pg_catalog.hashtextextended('dlock deadlock check', 7635);
+    me constant pg_catalog.int4 := pg_catalog.pg_backend_pid();
+    found_ pg_catalog.bool;
+BEGIN
+    -- Only a session-bound lease of another session can close a cycle.
+    IF NOT EXISTS (SELECT FROM dlock_internal.lease AS l
+                    WHERE l.key = p_key AND l.hold_count > 0 AND l.owner IS NOT NULL
+                      AND l.expires_at = 'infinity'::pg_catalog.timestamptz
+                      AND l.holder_pid <> me) THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_catalog.pg_advisory_lock(mutex);
+    BEGIN
+    WITH RECURSIVE
+        locks AS MATERIALIZED (
+            SELECT g.pid, (g.classid::pg_catalog.int8 << 32) | g.objid::pg_catalog.int8 AS lock, g.mode, g.granted
+              FROM pg_catalog.pg_locks AS g
+             WHERE g.locktype = 'advisory' AND g.objsubid = 1
+               AND g.database = (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                  WHERE d.datname = pg_catalog.current_database())),
+        bound AS MATERIALIZED (
+            SELECT l.key, l.holder_pid
+              FROM dlock_internal.lease AS l
+             WHERE l.expires_at = 'infinity'::pg_catalog.timestamptz AND l.hold_count > 0
+               AND l.owner IS NOT NULL
+               AND EXISTS (SELECT FROM locks AS g
+                            WHERE g.pid = l.holder_pid AND g.granted AND g.mode = 'ShareLock'
+                              AND g.lock = dlock_internal.bound_lock(l.key))),
+        edge AS (
+            SELECT w.pid AS waiter, b.holder_pid AS holder
+              FROM bound AS b JOIN locks AS w
+                ON w.mode = 'ExclusiveLock' AND w.lock = dlock_internal.queue_lock(b.key)
+               AND w.pid <> b.holder_pid),
+        reach(pid) AS (
+            SELECT b.holder_pid FROM bound AS b WHERE b.key = p_key AND b.holder_pid <> me
+            UNION
+            SELECT e.holder FROM reach AS r JOIN edge AS e ON e.waiter = r.pid)
+    SELECT EXISTS (SELECT FROM reach AS r WHERE r.pid = me) INTO found_;
+    IF found_ THEN
+        PERFORM pg_catalog.pg_advisory_unlock(p_qlock);
+    END IF;
+    EXCEPTION WHEN query_canceled OR others THEN
+        PERFORM pg_catalog.pg_advisory_unlock(mutex);   -- a session lock outlives the error
+        RAISE;
+    END;
+    PERFORM pg_catalog.pg_advisory_unlock(mutex);
+    RETURN found_;
+END
+$$;
+
 CREATE FUNCTION dlock_internal.acquire(
     p_key pg_catalog.text, p_owner pg_catalog.text, p_ttl pg_catalog.interval, p_wait pg_catalog.interval,
     p_kind pg_catalog."char", p_max_holders pg_catalog.int4, p_lock_delay pg_catalog.interval,
@@ -27,6 +93,7 @@ DECLARE
     pause_max pg_catalog.float8;
     left_ms pg_catalog.float8;
     queued pg_catalog.bool := false;
+    cycle_check_at pg_catalog.timestamptz;
 BEGIN
     BEGIN
         LOOP
@@ -94,7 +161,20 @@ BEGIN
                     EXIT;   -- the wait ran out in the queue (the subtransaction undid the setting)
                 END;
                 pause_max := pg_catalog.date_part('epoch', (SELECT s.poll_max FROM dlock_internal.settings AS s));
+                cycle_check_at := pg_catalog.clock_timestamp()
+                    + pg_catalog.current_setting('deadlock_timeout')::pg_catalog.interval;
                 CONTINUE;
+            END IF;
+            IF pg_catalog.clock_timestamp() >= cycle_check_at THEN
+                cycle_check_at := pg_catalog.clock_timestamp()
+                    + pg_catalog.current_setting('deadlock_timeout')::pg_catalog.interval;
+                IF dlock_internal.in_cycle(p_key, qlock) THEN
+                    queued := false;   -- in_cycle left the queue: the cycle is broken here
+                    RAISE EXCEPTION USING ERRCODE = '40P01',
+                        MESSAGE = 'dlock: deadlock detected: this wait and the session-bound leases it waits for form a cycle',
+                        DETAIL = 'The key is held by a lease bound to a session that waits, directly or through others, for a lease bound to this session.',
+                        HINT = 'Release this session''s leases and retry, or take keys in one order everywhere.';
+                END IF;
             END IF;
             PERFORM pg_catalog.pg_sleep(GREATEST(0.0002, LEAST(pause, left_ms / 1000,
                 COALESCE(pg_catalog.date_part('epoch', retry_), pause))));

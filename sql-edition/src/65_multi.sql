@@ -121,7 +121,8 @@ END
 $$;
 
 -- Waits until no live lease (nor a lock-delay) holds the key, without taking it. Waiters do
--- not queue: each looks with a bounded backoff.
+-- not queue: each looks with a bounded backoff, holding the key's free-wait lock meanwhile
+-- (pg_locks shows who waits for the key; let go of on every way out).
 CREATE FUNCTION dlock_internal.wait_free(p_key pg_catalog.text, p_wait pg_catalog.interval)
     RETURNS pg_catalog.bool LANGUAGE plpgsql
 AS $$
@@ -136,7 +137,10 @@ DECLARE
     started pg_catalog.timestamptz := (SELECT a.backend_start FROM pg_catalog.pg_stat_activity AS a
                                         WHERE a.pid = pg_catalog.pg_backend_pid());
     left_s pg_catalog.float8;
+    fwlock constant pg_catalog.int8 := dlock_internal.free_wait_lock(p_key);
+    waiting pg_catalog.bool := false;
 BEGIN
+    BEGIN
     LOOP
         now_ := pg_catalog.clock_timestamp();
         held := false;
@@ -158,18 +162,28 @@ BEGIN
                 until_ := GREATEST(until_, r.expires_at + r.lock_delay);
             END IF;
         END LOOP;
-        IF NOT held THEN
-            RETURN true;
-        END IF;
+        EXIT WHEN NOT held;
         left_s := CASE WHEN deadline IS NULL THEN 'Infinity'::pg_catalog.float8
                        ELSE pg_catalog.date_part('epoch', deadline - pg_catalog.clock_timestamp()) END;
-        IF left_s <= 0 THEN
-            RETURN false;
+        EXIT WHEN left_s <= 0;
+        IF NOT waiting THEN
+            PERFORM pg_catalog.pg_advisory_lock_shared(fwlock);
+            waiting := true;
         END IF;
         PERFORM pg_catalog.pg_sleep(GREATEST(0.0002, LEAST(pause, left_s,
             COALESCE(pg_catalog.date_part('epoch', until_ - pg_catalog.clock_timestamp()), pause))));
         pause := LEAST(pause * 2, pause_max);
     END LOOP;
+    EXCEPTION WHEN query_canceled OR others THEN
+        IF waiting THEN
+            PERFORM pg_catalog.pg_advisory_unlock_shared(fwlock);   -- a session lock outlives the error
+        END IF;
+        RAISE;
+    END;
+    IF waiting THEN
+        PERFORM pg_catalog.pg_advisory_unlock_shared(fwlock);
+    END IF;
+    RETURN NOT held;
 END
 $$;
 

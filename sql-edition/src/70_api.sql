@@ -50,8 +50,7 @@ BEGIN
         IF granted IS NOT NULL THEN
             PERFORM dlock_internal.durable_commit();
             IF pg_catalog.random() < 0.125 THEN
-                PERFORM dlock_internal.after_grant();
-            END IF;
+                    END IF;
             RETURN granted;
         END IF;
     END IF;
@@ -211,8 +210,9 @@ BEGIN
            AND l.expires_at > pg_catalog.clock_timestamp() AND l.expires_at <> 'infinity'::pg_catalog.timestamptz
         RETURNING l.hold_count INTO left_;
         IF left_ IS NOT NULL THEN
-            IF left_ = 0 AND NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key)) THEN
-                PERFORM pg_catalog.pg_notify(dlock_internal.channel(key), '');   -- watchers (40_locks.sql)
+            IF left_ = 0 AND (NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key))
+                              OR dlock_internal.channel(key) IN (SELECT c FROM pg_catalog.pg_listening_channels() AS c)) THEN
+                PERFORM pg_catalog.pg_notify(dlock_internal.channel(key), '');   -- watchers (notify, 40_locks.sql)
             END IF;
             RETURN true;
         END IF;

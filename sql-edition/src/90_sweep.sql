@@ -2,15 +2,31 @@
 -- stops counting at once (every reader checks expires_at and the holder's session); its row
 -- goes later:
 --  * a grant overwrites or deletes the dead rows of its own key;
---  * a grant that added a row sweeps one random heap page of the table, and one grant in eight
---    that added none sweeps one too: the due rows settle at about one per page, so the table
+--  * a grant that added a row sweeps one random heap page of the table as it commits, and one
+--    grant in eight that added none sweeps one too: the due rows settle at about one per page, so the table
 --    stays at about what the live leases and the keys of the last sweep_after need, whatever
 --    the churn of keys;
 --  * dlock_sweep() sweeps the whole table (a pg_cron job, or the client, may call it), and
 --    notifies the watchers of keys whose leases it found expired.
--- A row is due when it has been over for longer than settings.sweep_after: free since then,
+-- A row is due when it has been over for longer than dlock.sweep_after (settings.sweep_after): free since then,
 -- expired since then (and its lock-delay run out), or bound to a session that has ended. Rows
 -- whose key lock is taken are skipped (the key is being changed).
+
+-- dlock.sweep_after: the settings table's, or a superuser session's own SET dlock.sweep_after
+-- (as dlock.max_ttl, 30_errors.sql; a bare number is seconds, as the native GUC's unit).
+CREATE FUNCTION dlock_internal.sweep_after() RETURNS pg_catalog.interval
+    LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    own pg_catalog.text := pg_catalog.current_setting('dlock.sweep_after', true);
+BEGIN
+    IF own IS NOT NULL AND own <> '' AND dlock_internal.caller_is_superuser() THEN
+        RETURN CASE WHEN own ~ '^[0-9]+$' THEN pg_catalog.make_interval(secs => own::pg_catalog.float8)
+                    ELSE own::pg_catalog.interval END;
+    END IF;
+    RETURN (SELECT s.sweep_after FROM dlock_internal.settings AS s);
+END
+$$;
 
 -- Whether a row is due for deletion at p_at.
 CREATE FUNCTION dlock_internal.is_due(p_l dlock_internal.lease, p_at pg_catalog.timestamptz, p_after pg_catalog.interval)
@@ -23,14 +39,14 @@ AS $$
     END
 $$;
 
--- Frees the leases that are over and deletes the due rows among the rows from p_from up to
--- p_to (ctids), each under its key lock (skipped when taken): how many rows it changed.
+-- Deletes the due rows among the rows from p_from up to p_to (ctids), and with p_notify frees
+-- the leases that are over, each under its key lock (skipped when taken): how many rows it changed.
 CREATE FUNCTION dlock_internal.sweep_rows(p_from pg_catalog.tid, p_to pg_catalog.tid, p_notify pg_catalog.bool)
     RETURNS pg_catalog.int4 LANGUAGE plpgsql
 AS $$
 DECLARE
     now_ pg_catalog.timestamptz := pg_catalog.clock_timestamp();
-    after pg_catalog.interval := (SELECT s.sweep_after FROM dlock_internal.settings AS s);
+    after pg_catalog.interval := dlock_internal.sweep_after();
     r dlock_internal.lease;
     n pg_catalog.int4 := 0;
 BEGIN
@@ -38,10 +54,12 @@ BEGIN
     FOR r IN SELECT l.* FROM dlock_internal.lease AS l
               WHERE l.ctid >= p_from AND l.ctid < p_to
                 AND (l.hold_count = 0 OR l.owner IS NULL OR l.expires_at = 'infinity' OR l.expires_at <= now_) LOOP
-        IF r.hold_count > 0 AND r.owner IS NOT NULL AND NOT dlock_internal.is_live(r, now_)
+        IF p_notify AND r.hold_count > 0 AND r.owner IS NOT NULL AND NOT dlock_internal.is_live(r, now_)
            AND (r.expires_at = 'infinity' OR r.expires_at + r.lock_delay <= now_) THEN
-            -- Over (expired, lock-delay run out, or its session gone): free it and tell the
-            -- key's watchers; the key row stays (free since then) for the key's next grant.
+            -- dlock_sweep(): over (expired, lock-delay run out, or its session gone): free it and
+            -- tell the key's watchers; the key row stays (free since then) for the key's next
+            -- grant. (A grant's page sweep leaves such a row as it is until it is due, as the
+            -- native sweep does: nobody is told there, so there is nothing to mark.)
             IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(r.key)) THEN
                 CONTINUE;
             END IF;
@@ -91,28 +109,35 @@ BEGIN
 END
 $$;
 
--- Only a grant made by an autocommit statement sweeps (the first statement of its transaction:
--- now() = statement_timestamp()): a swept row's key stays locked until the sweeping transaction
--- ends, and a transaction block could keep that key's acquirers waiting as long as it runs.
-CREATE FUNCTION dlock_internal.after_insert() RETURNS void
-    LANGUAGE plpgsql
+-- A grant's sweep runs as its transaction commits: a deferred constraint trigger on the rows
+-- grants write. Swept rows' keys stay locked until the sweeping transaction ends, so a sweep
+-- inside the grant's statement would, in a transaction block, keep those keys' acquirers
+-- waiting (and a try answering busy) for as long as the block runs; at commit it holds them
+-- for the commit alone, and a block that rolls back sweeps nothing. (SQL cannot tell a block
+-- from an autocommit statement: with the extended protocol every driver uses, even an
+-- autocommit statement starts after its transaction does.) Runs as the table's owner with its
+-- own search_path: at commit no public function's SET is in force any more.
+CREATE FUNCTION dlock_internal.sweep_at_commit() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF pg_catalog.now() = pg_catalog.statement_timestamp() THEN
-        PERFORM dlock_internal.sweep_page();
-    END IF;
+    PERFORM dlock_internal.sweep_page();
+    RETURN NULL;
 END
 $$;
 
-CREATE FUNCTION dlock_internal.after_grant() RETURNS void
-    LANGUAGE plpgsql
-AS $$
-BEGIN
-    IF pg_catalog.random() < 0.125 AND pg_catalog.now() = pg_catalog.statement_timestamp() THEN
-        PERFORM dlock_internal.sweep_page();
-    END IF;
-END
-$$;
+-- One page per row a grant added; one grant in eight that wrote over a row (a new fence) too.
+-- The WHEN clause is bound when the trigger is created, under the installer's search_path:
+-- its operators are pg_catalog's by name and its literal typed (the hostile-schema net once
+-- caught a plain `random() < 0.125` bound to a trap's <(float8, numeric) there).
+CREATE CONSTRAINT TRIGGER sweep_after_insert AFTER INSERT ON dlock_internal.lease
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    EXECUTE FUNCTION dlock_internal.sweep_at_commit();
+CREATE CONSTRAINT TRIGGER sweep_after_grant AFTER UPDATE OF fence ON dlock_internal.lease
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (OLD.fence OPERATOR(pg_catalog.<>) NEW.fence
+          AND pg_catalog.random() OPERATOR(pg_catalog.<) 0.125::pg_catalog.float8)
+    EXECUTE FUNCTION dlock_internal.sweep_at_commit();
 
 -- The whole table: the number of rows deleted. For a pg_cron job
 -- (SELECT cron.schedule('dlock-sweep', '* * * * *', 'SELECT dlock_sweep()')) or the client.

@@ -36,3 +36,14 @@ SELECT dlock_acquire('armed:bad', '', '1 minute');
 SELECT dlock_acquire('armed:bad', 'o', '2 days');
 SELECT dlock_fast_acquire('armed:f', 'o', '1 second');
 SELECT dlock_release_all('o2');
+-- A session-bound lease released, then a call in a later transaction: that call lets go of the
+-- released lease's bound lock (the deferred unbind, 40_locks.sql).
+SELECT dlock_acquire('armed:b', 'o4', NULL);
+SELECT dlock_release('armed:b', 'o4');
+SELECT dlock_renew('armed:b', 'o4', '1 minute');
+-- Unarmed, written against pg_catalog: every lock this session took is let go by now
+-- (regress.sh checks the line).
+SET dlock_trap.armed = off;
+SELECT 'session advisory locks left: ' OPERATOR(pg_catalog.||) pg_catalog.count(*)
+  FROM pg_catalog.pg_locks AS l
+ WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory'::pg_catalog.text AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid();

@@ -26,4 +26,4 @@ for path in "$ROOT"/tests/tests/*.rs; do
   n=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' <<<"$out")
   ran=$((ran + 1)); tests=$((tests + n))
 done
-echo "contract: $ran suites, $tests tests passed against the SQL edition ($skipped declared tests skipped, $(wc -l <<<"$whole") suites declared native-only or not yet sorted)"
+echo "contract: $ran suites, $tests tests passed against the SQL edition ($skipped declared tests skipped, $(wc -l <<<"$whole") suites declared whole)"

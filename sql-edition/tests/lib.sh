@@ -42,6 +42,17 @@ expect() {
   [ "$got" = "$3" ] || fail "$2 as $1: got '$got', want '$3'"
 }
 
+# eventually USER SQL WANT: SQL comes to give WANT as USER within 5 s (polled every 0.1 s);
+# the last answer is then checked with expect, so a miss fails with what it got.
+eventually() {
+  local i
+  for i in $(seq 1 50); do
+    [ "$(q "$1" "$2" 2>/dev/null)" = "$3" ] && return 0
+    sleep 0.1
+  done
+  expect "$@"
+}
+
 # expect_error USER SQL SQLSTATE [TEXT]: SQL fails as USER with SQLSTATE (and TEXT in the message).
 expect_error() {
   local out

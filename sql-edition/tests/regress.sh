@@ -71,6 +71,18 @@ status=0
   --inputdir="$OUT/suite" --outputdir="$OUT" "${tests[@]}" >"$OUT/pg_regress.log" 2>&1 || status=$?
 cat "$OUT/pg_regress.log"
 if [ "${DLOCK_HOSTILE:-}" = 1 ]; then
+  # What the install bound once and keeps (view rules, trigger WHEN clauses, defaults,
+  # constraints) refers to no object of the schema the traps live in.
+  bound=$(psql -X -q -At -d dlock_regress -U postgres -c "
+    SELECT coalesce(string_agg(pg_describe_object(d.classid, d.objid, 0) || ' -> ' || pg_describe_object(d.refclassid, d.refobjid, 0), '; '), '')
+      FROM pg_depend AS d
+     WHERE d.classid IN ('pg_trigger'::regclass, 'pg_rewrite'::regclass, 'pg_attrdef'::regclass, 'pg_constraint'::regclass)
+       AND CASE d.refclassid
+             WHEN 'pg_operator'::regclass THEN (SELECT o.oprnamespace FROM pg_operator AS o WHERE o.oid = d.refobjid)
+             WHEN 'pg_proc'::regclass THEN (SELECT p.pronamespace FROM pg_proc AS p WHERE p.oid = d.refobjid AND p.proname NOT LIKE 'dlock\_%')
+             WHEN 'pg_type'::regclass THEN (SELECT t.typnamespace FROM pg_type AS t WHERE t.oid = d.refobjid)
+           END = 'public'::regnamespace")
+  [ -z "$bound" ] || { echo "sql-edition regress: the install bound objects of the traps' schema: $bound" >&2; exit 1; }
   # Every public function once more with the net armed (a trap anywhere in it springs).
   # As a superuser, and as a plain role (the functions then switch to their owner, whose
   # search_path they pin all the same).
@@ -79,6 +91,8 @@ if [ "${DLOCK_HOSTILE:-}" = 1 ]; then
     psql -X -q -d dlock_regress -U "$role" -f "$here/tests/armed.sql" >"$OUT/armed-$role.log" 2>&1
     grep -q "dlock-trap sprung" "$OUT/armed-$role.log" &&
       { cat "$OUT/armed-$role.log" >&2; echo "sql-edition regress: a trap sprang (as $role)" >&2; exit 1; }
+    grep -q "session advisory locks left: 0" "$OUT/armed-$role.log" ||
+      { cat "$OUT/armed-$role.log" >&2; echo "sql-edition regress: the armed calls left advisory locks behind (as $role)" >&2; exit 1; }
   done
   # The net is live: the same armed session trips a trap with an operator of its own.
   psql -X -q -d dlock_regress -U postgres -c "SET dlock_trap.armed = on" -c "SELECT 'a'::text = 'b'::text" >"$OUT/net-live.log" 2>&1

@@ -11,13 +11,13 @@ q postgres "CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; CREATE ROLE ops LOGI
 
 expect postgres "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'" f
 # Every SECURITY DEFINER function of the edition pins exactly this search_path; the public ones
-# are SECURITY DEFINER owned by the installer; the internal ones are not (but the view's) and
-# PUBLIC may not execute them (but the view's).
+# are SECURITY DEFINER owned by the installer; the internal ones are not (but the view's, and
+# the sweep that grants leave to their commit) and PUBLIC may not execute them (but the view's).
 expect postgres "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
   WHERE (n.nspname = 'dlock_internal' OR (n.nspname = 'dlock' AND p.proname LIKE 'dlock\_%'))
     AND p.prosecdef AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']" 0
-expect postgres "SELECT string_agg(p.proname, ',') FROM pg_proc p
-  WHERE p.pronamespace = 'dlock_internal'::regnamespace AND p.prosecdef" lock_rows
+expect postgres "SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p
+  WHERE p.pronamespace = 'dlock_internal'::regnamespace AND p.prosecdef" lock_rows,sweep_at_commit
 expect postgres "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
   WHERE n.nspname = 'dlock' AND (NOT p.prosecdef OR p.proowner <> 'app_owner'::regrole)" 0
 expect postgres "SELECT string_agg(p.proname, ',') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -2,7 +2,8 @@
 # Waits in SQL: waiters queue first come first served in the lock manager; only the head
 # polls, with a bounded backoff; every waiting session shows a wait event in
 # pg_stat_activity; dlock_locks counts them; a cancelled wait leaves no trace; releases (and
-# expiries found by dlock_sweep) NOTIFY the key's channel for dlock_watch-ers.
+# expiries found by dlock_sweep) NOTIFY the key's channel for dlock_watch-ers; a cycle of
+# session-bound leases across sessions ends one of its waits with 40P01.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sqled_cluster waits
 trap sqled_destroy EXIT
@@ -95,24 +96,14 @@ psql -X -q -U app_owner -d app -c "SET application_name = 'bound-1'" \
   -c "SELECT dlock_acquire_shared('w:b', 'b1', NULL)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
 b1=$!
 # (one after the other: a try that meets the other's open change answers busy)
-for i in $(seq 1 50); do
-  [ "$(q postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'")" = 1 ] && break
-  sleep 0.1
-done
+eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'" 1
 psql -X -q -U app_owner -d app -c "SET application_name = 'bound-2'" \
   -c "SELECT dlock_acquire_shared('w:b', 'b2', NULL)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
 b2=$!
-for i in $(seq 1 50); do
-  [ "$(q postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'")" = 2 ] && break
-  sleep 0.1
-done
-expect postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'" 2
+eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'" 2
 q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-1'" >/dev/null
 wait "$b1" || true
-for i in $(seq 1 50); do
-  [ "$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bound-1'")" = 0 ] && break
-  sleep 0.1
-done
+eventually postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bound-1'" 0
 expect postgres "SELECT string_agg(owner, ',') FROM dlock_locks WHERE key = 'w:b'" b2
 q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-2'" >/dev/null
 wait "$b2" || true
@@ -135,5 +126,32 @@ for want in "taken true" "released in the transaction true" "after rollback: 1 l
             "released true" "next call 0" "advisory locks held 0" "after release: another owner gets t"; do
   grep -qxF "$want" <<<"$out" || fail "session-bound release rolled back, then committed: want '$want' in: $out"
 done
+
+# A cycle of three sessions' session-bound leases (a waits for b's key, b for c's, c for a's):
+# exactly one of them ends with 40P01, about deadlock_timeout (1 s) after the cycle closed;
+# its script then lets go of its lease, and the other two are granted in turn.
+started=$(date +%s%N)
+for n in 1 2 3; do
+  next=$((n % 3 + 1))
+  psql -X -q -At -U app_owner -d app -c "SELECT dlock_acquire('cy:$n', 'c$n', NULL) IS NOT NULL" \
+    -c "SELECT pg_sleep(0.5)" -c "SELECT 'granted ' || dlock_acquire('cy:$next', 'c$n', NULL, '30 seconds')" \
+    -c "SELECT 'released ' || dlock_release_all('c$n')" >"$SQLED_DIR/cycle-$n.log" 2>&1 &
+done
+wait
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+victims=$(cat "$SQLED_DIR"/cycle-*.log | grep -c "ERROR:  dlock: deadlock detected: this wait and the session-bound leases it waits for form a cycle" || true)
+[ "$victims" = 1 ] || fail "a three-session cycle ended $victims waits with 40P01, want 1: $(cat "$SQLED_DIR"/cycle-*.log)"
+[ "$(cat "$SQLED_DIR"/cycle-*.log | grep -c '^granted [0-9]')" = 2 ] || fail "the cycle's survivors were not both granted: $(cat "$SQLED_DIR"/cycle-*.log)"
+[ "$elapsed_ms" -lt 10000 ] || fail "the three-session cycle took $elapsed_ms ms to end"
+expect postgres "SELECT count(*) FROM dlock_locks WHERE key LIKE 'cy:%'" 0
+# No cycle, no victim: a wait for a session-bound lease whose session does not wait (it sleeps
+# in a statement of its own) runs to its limit, past several deadlock_timeouts, and answers NULL.
+psql -X -q -U app_owner -d app -c "SET application_name = 'idle-holder'" \
+  -c "SELECT dlock_acquire('cy:idle', 'holder', NULL)" -c "SELECT pg_sleep(5)" >/dev/null 2>&1 &
+idle=$!
+eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'cy:idle'" 1
+expect app_owner "SELECT coalesce(dlock_acquire('cy:idle', 'waiter', NULL, '2500 milliseconds')::text, 'NULL')" NULL
+q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'idle-holder'" >/dev/null
+wait "$idle" || true
 
 echo "waits: all checks passed"

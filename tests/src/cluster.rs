@@ -437,6 +437,12 @@ fn remove_cluster_dir(dir: &Path) {
     }
 }
 
+/// Whether the suites run against the SQL-only edition (`DLOCK_SQL_EDITION`): for what a test
+/// observes of the server's internals (which lock shows a waiter), never for what it asserts.
+pub fn sql_edition() -> bool {
+    std::env::var_os("DLOCK_SQL_EDITION").is_some_and(|p| !p.is_empty())
+}
+
 /// The SQL-only edition's one-file install, when `DLOCK_SQL_EDITION` names it (`make sql-edition`
 /// prints its path): clusters then get that edition instead of the native extension.
 fn sql_edition_script() -> Option<String> {

@@ -19,7 +19,7 @@ pub use check::{
     CLOCK_SLACK, assert_between, eventually, expect_sqlstate, finish, key, owner, wait_for_waiters,
     wait_for_watchers, within,
 };
-pub use cluster::{Cluster, StopMode, workspace_root};
+pub use cluster::{Cluster, StopMode, sql_edition, workspace_root};
 pub use listener::Listener;
 pub use pgbouncer::Pgbouncer;
 pub use replica::{

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use dlock_tests::{
     Attempt, Cluster, Error, NoTls, Session, SqlState, eventually, expect_sqlstate, finish, key, owner,
-    wait_for_waiters, within,
+    sql_edition, wait_for_waiters, within,
 };
 use tokio::task::JoinHandle;
 
@@ -75,7 +75,11 @@ on_both_clusters!(
 
 /// The cluster of this binary that loads dlock at server start.
 /// Whether the session's server preloads dlock (and so hands keys to waiters directly).
+/// (Never in the SQL edition: it has no library, its heads take keys themselves.)
 async fn preloaded(session: &Session) -> bool {
+    if sql_edition() {
+        return false;
+    }
     let preload: String = session.query_one("SHOW shared_preload_libraries", &[]).await.unwrap().get(0);
     preload.split(',').any(|l| l.trim() == "dlock")
 }
@@ -129,15 +133,31 @@ async fn finish_taken(task: JoinHandle<Taken>, what: &str) -> Taken {
 
 /// The queue locks (any key) held or awaited by the sessions `pids`: (pid, granted), by pid.
 /// The granted one is the head of its key's queue.
+/// (In the SQL edition a queue lock is the advisory lock on `hashtextextended(key, 7632)`, of
+/// the keys in the lease table: `dlock_internal.queue_lock`.)
 async fn queue_locks(observer: &Session, pids: &[i32]) -> Vec<(i32, bool)> {
-    let rows = observer
-        .query(
-            "SELECT pid, granted FROM pg_catalog.pg_locks \
-             WHERE locktype = 'advisory' AND objsubid = $1::int2 AND pid = ANY($2) ORDER BY pid",
-            &[&QUEUE_LOCK_SPACE, &pids],
-        )
-        .await
-        .expect("read pg_locks");
+    let rows = if sql_edition() {
+        observer
+            .query(
+                "SELECT g.pid, g.granted FROM pg_catalog.pg_locks AS g \
+                  WHERE g.locktype = 'advisory' AND g.objsubid = 1 AND g.mode = 'ExclusiveLock' \
+                    AND g.pid = ANY($1) \
+                    AND (g.classid::int8 << 32 | g.objid::int8) IN \
+                        (SELECT hashtextextended(l.key COLLATE \"C\", 7632) FROM dlock_internal.lease AS l) \
+                  ORDER BY g.pid",
+                &[&pids],
+            )
+            .await
+    } else {
+        observer
+            .query(
+                "SELECT pid, granted FROM pg_catalog.pg_locks \
+                 WHERE locktype = 'advisory' AND objsubid = $1::int2 AND pid = ANY($2) ORDER BY pid",
+                &[&QUEUE_LOCK_SPACE, &pids],
+            )
+            .await
+    }
+    .expect("read pg_locks");
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
@@ -150,11 +170,13 @@ async fn wait_event_type(observer: &Session, pid: i32) -> Option<String> {
         .and_then(|row| row.get(0))
 }
 
-/// Waits until the head `pid` sleeps on its latch (`wait_event_type = 'Extension'`), i.e. it has
-/// read the lease, found it busy, and let go of the key lock.
+/// Waits until the head `pid` sleeps on its latch (`wait_event_type = 'Extension'`; in the SQL
+/// edition, between two looks: `Timeout`, `PgSleep`), i.e. it has read the lease, found it busy,
+/// and let go of the key lock.
 async fn wait_until_sleeping(observer: &Session, pid: i32) {
+    let sleeping = if sql_edition() { "Timeout" } else { "Extension" };
     eventually(Duration::from_secs(5), &format!("backend {pid} sleeping on its latch"), || async move {
-        wait_event_type(observer, pid).await.as_deref() == Some("Extension")
+        wait_event_type(observer, pid).await.as_deref() == Some(sleeping)
     })
     .await;
 }
@@ -964,7 +986,10 @@ async fn a_hand_off_undone_by_a_savepoint_grants_nothing(cluster: &Cluster) {
     assert!(holder.release(&k, &o).await.unwrap());
     holder.batch_execute("ROLLBACK TO SAVEPOINT s; COMMIT").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiter.is_finished(), "the head was granted a key whose release was rolled back");
+    if waiter.is_finished() {
+        let attempt = waiter.await.unwrap();
+        panic!("the head was granted a key whose release was rolled back (it answered {:?})", attempt.result);
+    }
     let row = observer.lease(&k).await.unwrap().unwrap();
     assert_eq!((row.owner.as_deref(), row.fence, row.waiters), (Some(o.as_str()), held, 1), "lease kept");
 

@@ -4,14 +4,21 @@
 
 use std::time::Duration;
 
-use dlock_tests::{Cluster, eventually, key, owner, wait_for_waiters};
+use dlock_tests::{Cluster, eventually, key, owner, sql_edition, wait_for_waiters};
 use tokio::task::JoinHandle;
 
 /// Starts `dlock_acquire(key, owner, '30s', '30s')` on a connection of its own and returns the
 /// backend pid and the task driving the connection: aborting that task closes the socket
 /// mid-call, as a client that crashes or loses its network would.
+///
+/// The SQL edition cannot look at the socket from SQL: there PostgreSQL's own check does it,
+/// every `client_connection_check_interval`, which the managed page tells its users to set (as
+/// here, for the session; a role or database setting does the same).
 async fn waiting_client(cluster: &Cluster, key: &str, owner: &str) -> (i32, JoinHandle<()>) {
     let (client, pid, driver) = cluster.connect_client().await;
+    if sql_edition() {
+        client.batch_execute("SET client_connection_check_interval = '100ms'").await.unwrap();
+    }
     let (key, owner) = (key.to_string(), owner.to_string());
     tokio::spawn(async move {
         let _ = client.query_one("SELECT dlock_acquire($1, $2, '30s', '30s')", &[&key, &owner]).await;

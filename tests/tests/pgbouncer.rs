@@ -21,7 +21,8 @@
 use std::time::Duration;
 
 use dlock_tests::{
-    Cluster, NoTls, Pgbouncer, SqlState, eventually, expect_sqlstate, key, owner, wait_for_waiters, within,
+    Cluster, NoTls, Pgbouncer, SqlState, eventually, expect_sqlstate, key, owner, sql_edition,
+    wait_for_waiters, within,
 };
 use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::{FromSql, ToSql, Type};
@@ -425,11 +426,18 @@ async fn a_session_bound_lease_released_through_another_server_connection_frees_
     p.client.simple_query("COMMIT").await.unwrap();
     let granted = within(PROMPTLY, "the waiter is granted", wait).await.unwrap();
     assert!(granted.result.unwrap().expect("granted") > fence);
+    // (the SQL edition's binding is its bound lock: hashtextextended(key, 7633), objsubid 1)
     let bindings: i64 = observer
         .query_one(
-            "SELECT count(*) FROM pg_catalog.pg_locks \
-              WHERE locktype = 'advisory' AND objsubid = 27394 AND granted AND pid = $1",
-            &[&bound_to],
+            if sql_edition() {
+                "SELECT count(*) FROM pg_catalog.pg_locks \
+                  WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = $1 \
+                    AND (classid::int8 << 32 | objid::int8) = hashtextextended($2 COLLATE \"C\", 7633)"
+            } else {
+                "SELECT count(*) FROM pg_catalog.pg_locks \
+                  WHERE locktype = 'advisory' AND objsubid = 27394 AND granted AND pid = $1 AND $2::text IS NOT NULL"
+            },
+            &[&bound_to, &k],
         )
         .await
         .unwrap()

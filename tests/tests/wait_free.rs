@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dlock_tests::{Cluster, NoTls, Session, SqlState, eventually, expect_sqlstate, key, owner};
+use dlock_tests::{Cluster, NoTls, Session, SqlState, eventually, expect_sqlstate, key, owner, sql_edition};
 use tokio::task::JoinHandle;
 
 /// dlock's lock space of free-waiters (`locks/tags.rs`: `Space::FreeWait`), as pg_locks shows it.
@@ -14,8 +14,21 @@ fn clusters() -> [&'static Cluster; 2] {
     [Cluster::shared(), Cluster::shared_named("preloaded", &["shared_preload_libraries = 'dlock'"])]
 }
 
-/// Sessions waiting in `dlock_wait_free` for `key`: holders of its free-wait lock.
+/// Sessions waiting in `dlock_wait_free` for `key`: holders of its free-wait lock (in the SQL
+/// edition, the advisory lock on `hashtextextended(key, 7636)`: `dlock_internal.free_wait_lock`).
 async fn free_waiters(s: &Session, key: &str) -> i64 {
+    if sql_edition() {
+        return s
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted \
+                   AND (classid::int8 << 32 | objid::int8) = hashtextextended($1 COLLATE \"C\", 7636) \
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[&key],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    }
     let hash = dlock_core::key::key_hash(key);
     let (high, low) = (i64::from((hash >> 32) as u32), i64::from(hash as u32));
     s.query_one(
@@ -237,8 +250,12 @@ async fn cancelled_timed_out_and_hung_up_waits_leave_nothing_behind() {
         waiter.batch_execute("SET LOCAL statement_timeout = '100ms'").await.unwrap();
         expect_sqlstate(wait_free(&waiter, &k, None).await, &SqlState::QUERY_CANCELED, "in a transaction");
         waiter.batch_execute("ROLLBACK").await.unwrap();
-        // A client that hangs up ends its backend's wait.
+        // A client that hangs up ends its backend's wait (in the SQL edition, by PostgreSQL's
+        // own check every client_connection_check_interval, which its users set: hangup.rs).
         let (client, pid, driver) = cluster.connect_client().await;
+        if sql_edition() {
+            client.batch_execute("SET client_connection_check_interval = '1s'").await.unwrap();
+        }
         let k2 = k.clone();
         tokio::spawn(async move {
             let _ = client.query_one("SELECT dlock_wait_free($1, NULL)", &[&k2]).await;
@@ -273,7 +290,8 @@ async fn answered_free(waiter: JoinHandle<Answered>, what: &str) -> f64 {
 #[tokio::test]
 async fn a_release_answers_free_waiters_only_if_the_key_is_free_at_its_commit() {
     const T: &str = "answers_at_commit";
-    for (cluster, preloaded) in clusters().into_iter().zip([false, true]) {
+    // (the SQL edition has no library to preload: its heads take the key themselves)
+    for (cluster, preloaded) in clusters().into_iter().zip([false, !sql_edition()]) {
         let s = cluster.connect().await;
         let holder = cluster.connect().await;
         let k = key(T, "k");
