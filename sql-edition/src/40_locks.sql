@@ -74,9 +74,29 @@ AS $$ SELECT dlock_internal.holds_advisory(p_pid, dlock_internal.bound_lock(p_ke
 -- one key in one session. The let-go then leaves it held: one lock-table entry whatever the
 -- count, until the session ends. A lingering bound lock binds no live row, so it keeps no
 -- lease alive; what matters is the other way round, and a live bound lease's lock is never let go.
+-- dlock takes bound and watch locks only in share mode, so a try fails only when a role outside
+-- dlock holds the lock exclusively (the database's advisory locks are open to every role):
+-- refused at once (55P03) rather than waiting past any limit. (Inside a grant's look, 55P03 is
+-- what a key held by an open transaction answers too: the look finds the key busy.)
+CREATE FUNCTION dlock_internal.outside_lock(p_what pg_catalog.text) RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM dlock_internal.fail('55P03', pg_catalog.format(
+        'the key''s %s lock is held exclusively by a session outside dlock', p_what),
+        'Another session took dlock''s advisory lock of this key with pg_advisory_lock: find it in pg_locks (locktype advisory) and end it.');
+END
+$$;
+
 CREATE FUNCTION dlock_internal.bind(p_key pg_catalog.text) RETURNS void
-    LANGUAGE sql
-AS $$ SELECT pg_catalog.pg_advisory_lock_shared(dlock_internal.bound_lock(p_key)) $$;
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF NOT pg_catalog.pg_try_advisory_lock_shared(dlock_internal.bound_lock(p_key)) THEN
+        PERFORM dlock_internal.outside_lock('bound');
+    END IF;
+END
+$$;
 
 CREATE FUNCTION dlock_internal.unbind_later(p_key pg_catalog.text) RETURNS void
     LANGUAGE plpgsql

@@ -16,8 +16,9 @@
 -- a session-bound holder of p_key waits in the queue of a key a session-bound lease holds, whose
 -- session waits ... back to this session. Read from one snapshot of pg_locks (queue locks held
 -- or awaited, bound locks held) and the live session-bound leases. Checks run one at a time
--- (a session lock of their own), and a session in a cycle leaves its queue before the next
--- check runs: exactly one victim per cycle, as with the lock manager's detector. The modes of
+-- (a session lock of their own; a check that finds it taken is skipped), and a session in a
+-- cycle leaves its queue before the next check runs: exactly one victim per cycle, as with the
+-- lock manager's detector. The modes of
 -- the waits are not known, so a wait for a shared key whose session-bound holders share it
 -- with the request counts too.
 CREATE FUNCTION dlock_internal.in_cycle(p_key pg_catalog.text, p_qlock pg_catalog.int8)
@@ -35,7 +36,12 @@ BEGIN
                       AND l.holder_pid <> me) THEN
         RETURN false;
     END IF;
-    PERFORM pg_catalog.pg_advisory_lock(mutex);
+    -- Never waits for the mutex: another session's check is running (or a role holds the
+    -- lock from outside: the database's advisory locks are open to every role), and this one
+    -- comes again at the next deadlock_timeout, within the wait's own limit.
+    IF NOT pg_catalog.pg_try_advisory_lock(mutex) THEN
+        RETURN false;
+    END IF;
     BEGIN
     WITH RECURSIVE
         locks AS MATERIALIZED (

@@ -167,8 +167,9 @@ BEGIN
                        ELSE pg_catalog.date_part('epoch', deadline - pg_catalog.clock_timestamp()) END;
         EXIT WHEN left_s <= 0;
         IF NOT waiting THEN
-            PERFORM pg_catalog.pg_advisory_lock_shared(fwlock);
-            waiting := true;
+            -- A try: only a role outside dlock could hold it exclusively, and that must not
+            -- hold up the wait (the lock only shows the waiter in pg_locks).
+            waiting := pg_catalog.pg_try_advisory_lock_shared(fwlock);
         END IF;
         PERFORM pg_catalog.pg_sleep(GREATEST(0.0002, LEAST(pause, left_s,
             COALESCE(pg_catalog.date_part('epoch', until_ - pg_catalog.clock_timestamp()), pause))));
@@ -197,8 +198,9 @@ DECLARE
 BEGIN
     -- LISTEN takes no parameter: the channel is an identifier made here of hex digits.
     EXECUTE pg_catalog.format('LISTEN %I', channel);
-    IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.watch_lock(p_key)) THEN
-        PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.watch_lock(p_key));
+    IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.watch_lock(p_key))
+       AND NOT pg_catalog.pg_try_advisory_lock_shared(dlock_internal.watch_lock(p_key)) THEN
+        PERFORM dlock_internal.outside_lock('watch');
     END IF;
     RETURN channel;
 END

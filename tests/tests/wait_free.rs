@@ -271,7 +271,11 @@ async fn cancelled_timed_out_and_hung_up_waits_leave_nothing_behind() {
             !alive
         })
         .await;
-        assert_eq!(free_waiters(&s, &k).await, 0, "no free-wait lock is left behind");
+        // (a backend leaves pg_stat_activity a moment before its exit lets go of its locks)
+        eventually(Duration::from_secs(5), "no free-wait lock is left behind", || async {
+            free_waiters(&s, &k).await == 0
+        })
+        .await;
         assert!(s.release(&k, &owner(T, "o")).await.unwrap());
     }
 }
