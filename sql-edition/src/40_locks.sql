@@ -74,10 +74,11 @@ AS $$ SELECT dlock_internal.holds_advisory(p_pid, dlock_internal.bound_lock(p_ke
 -- one key in one session. The let-go then leaves it held: one lock-table entry whatever the
 -- count, until the session ends. A lingering bound lock binds no live row, so it keeps no
 -- lease alive; what matters is the other way round, and a live bound lease's lock is never let go.
--- dlock takes bound and watch locks only in share mode, so a try fails only when a role outside
--- dlock holds the lock exclusively (the database's advisory locks are open to every role):
--- refused at once (55P03) rather than waiting past any limit. (Inside a grant's look, 55P03 is
--- what a key held by an open transaction answers too: the look finds the key busy.)
+-- dlock takes bound locks only in share mode, so a try fails only when a role outside dlock
+-- holds the lock exclusively (the database's advisory locks are open to every role): refused
+-- at once (55P03) rather than waiting past any limit. (Inside a grant's look, 55P03 is what a
+-- key held by an open transaction answers too: the look finds the key busy.) Not so the watch
+-- lock: a release's probe holds it exclusively until it commits, and dlock_watch waits for that.
 CREATE FUNCTION dlock_internal.outside_lock(p_what pg_catalog.text) RETURNS void
     LANGUAGE plpgsql
 AS $$

@@ -198,9 +198,9 @@ DECLARE
 BEGIN
     -- LISTEN takes no parameter: the channel is an identifier made here of hex digits.
     EXECUTE pg_catalog.format('LISTEN %I', channel);
-    IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.watch_lock(p_key))
-       AND NOT pg_catalog.pg_try_advisory_lock_shared(dlock_internal.watch_lock(p_key)) THEN
-        PERFORM dlock_internal.outside_lock('watch');
+    -- Waits (not a try): a release's probe holds the watch lock exclusively until it commits.
+    IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.watch_lock(p_key)) THEN
+        PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.watch_lock(p_key));
     END IF;
     RETURN channel;
 END
