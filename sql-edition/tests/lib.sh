@@ -53,6 +53,21 @@ eventually() {
   expect "$@"
 }
 
+# in_background USER APP SQL: SQL as USER in a session named APP, which then sleeps, keeping
+# what it took (a holder, a blocker) until end_sessions ends it.
+in_background() {
+  psql -X -q -U "$1" -d app -c "SET application_name = '$2'" -c "$3" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+}
+
+# end_sessions APP...: terminates the sessions named APP and waits until they are gone.
+end_sessions() {
+  local app
+  for app in "$@"; do
+    q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '$app'" >/dev/null
+    eventually postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$app'" 0
+  done
+}
+
 # expect_error USER SQL SQLSTATE [TEXT]: SQL fails as USER with SQLSTATE (and TEXT in the message).
 expect_error() {
   local out

@@ -105,23 +105,19 @@ expect mallory "BEGIN READ ONLY; SELECT count(*) FROM dlock_locks WHERE key = 's
 # transaction of the key would), but never a call past its limit: a bound lock held exclusively
 # makes a session-bound acquire find the key busy (a TTL lease needs no bound lock); a held
 # free-wait lock or deadlock-check lock holds up nothing. (A watch lock so held makes
-# dlock_watch wait, as it waits for a release's commit.) (Each call under a statement_timeout that would fail it with 57014 if it hung.)
-psql -X -q -U mallory -d app -c "SET application_name = 'outside'" \
-  -c "SELECT pg_advisory_lock(hashtextextended(k COLLATE \"C\", s)) FROM (VALUES ('sec:out-bound', 7633), ('sec:out-free', 7636)) AS v(k, s)" \
-  -c "SELECT pg_advisory_lock(hashtextextended('dlock deadlock check', 7635))" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
-outside=$!
+# dlock_watch wait, as it waits for a release's commit.) Each call runs under a statement_timeout
+# that would fail it with 57014 if it hung.
+in_background mallory outside "SELECT pg_advisory_lock(hashtextextended(k COLLATE \"C\", s)) FROM (VALUES ('sec:out-bound', 7633), ('sec:out-free', 7636)) AS v(k, s);
+  SELECT pg_advisory_lock(hashtextextended('dlock deadlock check', 7635))"
 eventually postgres "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'outside' AND l.locktype = 'advisory'" 3
 expect alice "SET statement_timeout = '5s'; SELECT coalesce(dlock_acquire('sec:out-bound', 'alice-o', NULL, '0')::text, 'busy')" busy
 expect alice "SET statement_timeout = '5s'; SELECT coalesce(dlock_acquire('sec:out-bound', 'alice-o', NULL, '300 milliseconds')::text, 'busy')" busy
 expect alice "SELECT dlock_acquire('sec:out-bound', 'alice-o', '1 minute') IS NOT NULL" t
 expect alice "SELECT dlock_acquire('sec:out-free', 'alice-o', '1 minute') IS NOT NULL" t
 expect bob "SET statement_timeout = '5s'; SELECT dlock_wait_free('sec:out-free', '300 milliseconds')" f
-psql -X -q -U app_owner -d app -c "SET application_name = 'bound-holder'" \
-  -c "SELECT dlock_acquire('sec:out-cycle', 'holder', NULL)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
-holder=$!
+in_background app_owner bound-holder "SELECT dlock_acquire('sec:out-cycle', 'holder', NULL)"
 eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'sec:out-cycle'" 1
 # (past deadlock_timeout, 1 s, when the head's cycle check finds its lock taken and skips)
 expect bob "SET statement_timeout = '8s'; SELECT coalesce(dlock_acquire('sec:out-cycle', 'bob-o', '1 minute', '2500 milliseconds')::text, 'NULL')" NULL
-q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name IN ('outside', 'bound-holder')" >/dev/null
-wait "$outside" "$holder" || true
+end_sessions outside bound-holder
 echo "security: all checks passed"

@@ -92,21 +92,14 @@ grep -q 'Asynchronous notification "dlock_[0-9a-f]\{16\}" received' <<<"$out" ||
 
 # A session-bound lease is live while its own session lives, not while another session holds
 # a session-bound lease of the same key: two shared holders, the first terminated.
-psql -X -q -U app_owner -d app -c "SET application_name = 'bound-1'" \
-  -c "SELECT dlock_acquire_shared('w:b', 'b1', NULL)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
-b1=$!
+in_background app_owner bound-1 "SELECT dlock_acquire_shared('w:b', 'b1', NULL)"
 # (one after the other: a try that meets the other's open change answers busy)
 eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'" 1
-psql -X -q -U app_owner -d app -c "SET application_name = 'bound-2'" \
-  -c "SELECT dlock_acquire_shared('w:b', 'b2', NULL)" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
-b2=$!
+in_background app_owner bound-2 "SELECT dlock_acquire_shared('w:b', 'b2', NULL)"
 eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'w:b'" 2
-q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-1'" >/dev/null
-wait "$b1" || true
-eventually postgres "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bound-1'" 0
+end_sessions bound-1
 expect postgres "SELECT string_agg(owner, ',') FROM dlock_locks WHERE key = 'w:b'" b2
-q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bound-2'" >/dev/null
-wait "$b2" || true
+end_sessions bound-2
 # A release rolled back leaves the session-bound lease live for every session (its bound lock is
 # a session-level lock, which a ROLLBACK does not take back); a committed release lets go of it
 # by the session's next call. Seen from another session after each step.
@@ -146,12 +139,9 @@ victims=$(cat "$SQLED_DIR"/cycle-*.log | grep -c "ERROR:  dlock: deadlock detect
 expect postgres "SELECT count(*) FROM dlock_locks WHERE key LIKE 'cy:%'" 0
 # No cycle, no victim: a wait for a session-bound lease whose session does not wait (it sleeps
 # in a statement of its own) runs to its limit, past several deadlock_timeouts, and answers NULL.
-psql -X -q -U app_owner -d app -c "SET application_name = 'idle-holder'" \
-  -c "SELECT dlock_acquire('cy:idle', 'holder', NULL)" -c "SELECT pg_sleep(5)" >/dev/null 2>&1 &
-idle=$!
+in_background app_owner idle-holder "SELECT dlock_acquire('cy:idle', 'holder', NULL)"
 eventually postgres "SELECT count(*) FROM dlock_locks WHERE key = 'cy:idle'" 1
 expect app_owner "SELECT coalesce(dlock_acquire('cy:idle', 'waiter', NULL, '2500 milliseconds')::text, 'NULL')" NULL
-q postgres "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'idle-holder'" >/dev/null
-wait "$idle" || true
+end_sessions idle-holder
 
 echo "waits: all checks passed"
