@@ -43,7 +43,8 @@ Exit status:
        --shards was given (EX_USAGE)
   70   any other error (connection, permission, server error), explained on stderr
   75   the lock was not acquired: another owner holds the key, or --wait elapsed (EX_TEMPFAIL);
-       elect: --wait elapsed before this process led
+       elect: --wait elapsed before this process led; shards apply: installed everywhere, but
+       moved keys still wait for their old servers after --wait (run it again to go on)
   128+N  run, elect: the command was killed by signal N (143 = SIGTERM, 137 = SIGKILL)";
 
 /// Distributed locks inside PostgreSQL (the dlock extension), from the command line.
@@ -75,8 +76,7 @@ struct Global {
     database_url: String,
     /// A shard map, in place of --database-url: every key (or election name) goes to the
     /// server FILE names for it. FILE is TOML: `epoch = N` and a [servers] table of
-    /// `name = "connection string"`. Servers do not check the map yet: do not change it while
-    /// leases are held.
+    /// `name = "connection string"`. `dlock shards apply` installs a new map on the servers.
     #[arg(long, env = "DLOCK_SHARDS", value_name = "FILE", global = true)]
     shards: Option<PathBuf>,
     /// Owner identity of the leases taken, renewed and released. Required (stable across calls)
@@ -280,7 +280,7 @@ async fn execute(cli: Cli) -> Result<u8, Failure> {
             commands::release(&target.client_for(&key, Some(&owner)).await?, &key, json).await
         }
         Command::Shards { command } => match &target {
-            Target::Shards(config) => Ok(shards::run(config, &command, json)),
+            Target::Shards(config) => shards::run(config, &command, json).await,
             Target::Database(_) => Cli::command()
                 .error(
                     clap::error::ErrorKind::MissingRequiredArgument,

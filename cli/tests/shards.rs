@@ -1,6 +1,7 @@
 //! `dlock --shards FILE`: `shards locate` and `shards show` read the map only (no server);
 //! the lease steps and `list` go to the server each key belongs to (two databases of a
-//! throwaway cluster of this binary).
+//! throwaway cluster of this binary); `shards apply` installs a map and moves keys without two
+//! holders, resumably.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -139,10 +140,14 @@ fn live_map() -> &'static PathBuf {
         });
         let url =
             |db: &str| format!("postgresql://postgres@127.0.0.1:{}/{db}?sslmode=disable", cluster.port());
-        map_file(
+        let file = map_file(
             "live.toml",
             &format!("epoch = 1\n[servers]\ns1 = \"{}\"\ns2 = \"{}\"\n", url("s1"), url("s2")),
-        )
+        );
+        // The servers learn the map from the operator's command.
+        let out = dlock(&["--shards", file.to_str().unwrap(), "shards", "apply"]);
+        assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+        file
     })
 }
 
@@ -180,4 +185,128 @@ fn lease_steps_and_list_go_to_the_server_of_each_key() {
     }
     let out = dlock(&["--shards", file, "run", "--key", "cli-sharded:run", "--", "sh", "-c", "exit 4"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+}
+
+/// Databases `names` of this binary's cluster with dlock (in schema public), and the map file
+/// `file` of `epoch` over `servers` (the names given; a name without a database gets a port
+/// nothing listens on).
+fn apply_servers(
+    rt: &tokio::runtime::Runtime,
+    names: &[&str],
+) -> (Vec<dlock_tests::Session>, impl Fn(&str, i64, &[&str]) -> PathBuf) {
+    let cluster = Cluster::shared_named("cli-shards", &[]);
+    let port = cluster.port();
+    let sessions = rt.block_on(async {
+        let admin = cluster.connect().await;
+        let mut sessions = Vec::new();
+        for db in names {
+            admin.batch_execute(&format!("CREATE DATABASE {db}")).await.unwrap();
+            let session = cluster.connect_db("postgres", db).await;
+            session.batch_execute("CREATE EXTENSION dlock SCHEMA public").await.unwrap();
+            sessions.push(session);
+        }
+        sessions
+    });
+    let known: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let write = move |file: &str, epoch: i64, servers: &[&str]| {
+        let mut text = format!("epoch = {epoch}\n[servers]\n");
+        for server in servers {
+            let at = if known.iter().any(|k| k == server) { port } else { 1 };
+            text += &format!(
+                "{server} = \"postgresql://postgres@127.0.0.1:{at}/{server}?sslmode=disable&connect_timeout=2\"\n"
+            );
+        }
+        map_file(file, &text)
+    };
+    (sessions, write)
+}
+
+#[test]
+fn apply_moves_a_key_only_once_its_old_server_let_it_go_and_resumes() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (sessions, write) = apply_servers(&rt, &["mv1", "mv2", "mv3", "mv4"]);
+    let sql = |s: &dlock_tests::Session, q: &str| rt.block_on(async { s.batch_execute(q).await });
+    let fence = |s: &dlock_tests::Session, key: &str, owner: &str| -> Option<i64> {
+        rt.block_on(async { s.try_acquire(key, owner, "1 hour").await.unwrap() })
+    };
+    let apply = |file: &PathBuf, extra: &[&str]| {
+        let mut args = vec!["--shards", file.to_str().unwrap(), "shards", "apply"];
+        args.extend_from_slice(extra);
+        dlock(&args)
+    };
+    let one = write("mv-1.toml", 1, &["mv1", "mv2"]);
+    let out = apply(&one, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("mv1: map installed") && stdout(&out).contains("complete"),
+        "{}",
+        stdout(&out)
+    );
+    // Again: nothing to do.
+    let out = apply(&one, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("mv1: had the map already"), "{}", stdout(&out));
+
+    // A key that moves from mv1 to mv3 when mv3 joins, held on mv1.
+    let m1 = dlock_client::ShardMap::new(1, ["mv1", "mv2"]).unwrap();
+    let m2 = dlock_client::ShardMap::new(2, ["mv1", "mv2", "mv3"]).unwrap();
+    let key =
+        (0..).map(|i| format!("move:{i}")).find(|k| m1.owner(k) == "mv1" && m2.owner(k) == "mv3").unwrap();
+    let old = fence(&sessions[0], &key, "worker").expect("mv1 grants it");
+    let two = write("mv-2.toml", 2, &["mv1", "mv2", "mv3"]);
+    let out = apply(&two, &["--wait", "1s"]);
+    assert_eq!(out.status.code(), Some(75), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("mv1: still holds 1 keys that moved away"), "{}", stdout(&out));
+    // Neither server grants it meanwhile: mv1 lost it, mv3 waits for mv1.
+    assert_eq!(fence(&sessions[2], &key, "other"), None, "gated on mv3");
+    assert!(rt.block_on(sessions[0].try_acquire(&key, "other", "1 hour")).is_err(), "mv1 refuses it");
+    assert!(rt.block_on(sessions[0].release(&key, "worker")).unwrap());
+    let out = apply(&two, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let last: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(last, serde_json::json!({ "complete": true, "epoch": 2 }));
+    let new = fence(&sessions[2], &key, "other").expect("mv3 grants it now");
+    assert!(new > old && new >> 43 == 2, "{new} after {old}");
+
+    // mv2 leaves: the servers' record names it, and the new file does not: the old file is
+    // needed for its connection string.
+    let three = write("mv-3.toml", 3, &["mv1", "mv3"]);
+    let out = apply(&three, &[]);
+    assert_eq!(out.status.code(), Some(70), "{}", stdout(&out));
+    assert!(stderr(&out).contains("--previous"), "{}", stderr(&out));
+    let out = apply(&three, &["--previous", two.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    let status =
+        rt.block_on(sessions[1].query_one("SELECT epoch, servers FROM dlock_shard_status()", &[])).unwrap();
+    assert_eq!(
+        (status.get::<_, i64>(0), status.get::<_, Vec<String>>(1)),
+        (3, vec!["mv1".to_string(), "mv3".to_string()])
+    );
+    sql(&sessions[1], "SELECT 1").unwrap();
+
+    // A server of the old map that cannot be reached: refused unless declared gone; then its
+    // keys wait out the gone delay.
+    let four = write("mv-4.toml", 4, &["mv1", "mv3", "mv4"]);
+    let with_ghost = write("mv-3g.toml", 3, &["mv1", "mv3", "ghost"]);
+    let out = apply(&four, &["--previous", with_ghost.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(70), "{}", stdout(&out));
+    assert!(stderr(&out).contains("ghost cannot be reached"), "{}", stderr(&out));
+    let started = std::time::Instant::now();
+    let out = apply(
+        &four,
+        &[
+            "--previous",
+            with_ghost.to_str().unwrap(),
+            "--gone",
+            "ghost",
+            "--gone-delay",
+            "1s",
+            "--wait",
+            "20s",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("ghost: gone, left out"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("mv4: grants the keys from ghost (gone) in 1s"), "{}", stdout(&out));
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "the gone delay was waited out");
 }

@@ -134,6 +134,28 @@ pub enum DlockError {
     /// another type, an unknown lease kind (XX001).
     #[error("the lease table holds what dlock never writes: {what}")]
     Corrupted { what: String },
+    /// A key this server does not own under its shard map (0F001): the client routes with an
+    /// older map than the server's (it refreshes), or the key moved away from this server and
+    /// its lease here may not be renewed.
+    #[error(
+        "key {key:?} belongs to server {owner:?} under shard map epoch {epoch}, not to this server ({me:?})"
+    )]
+    NotMine { key: String, owner: String, me: String, epoch: i64 },
+    /// The client routes with a newer shard map than this server's (0F000): this server may not
+    /// know yet that it lost the key.
+    #[error("this server has shard map epoch {have}, older than the caller's epoch {given}")]
+    MapBehind { have: i64, given: i64 },
+    /// A shard map that is not a valid map, or a server name it does not name (22023).
+    #[error("bad shard map: {0}")]
+    BadShardMap(String),
+    /// A shard map, a drain or a timer this server's state refuses (55000): not newer than
+    /// its map, a move still in progress, another epoch than this server's.
+    #[error("{0}")]
+    ShardState(String),
+    /// Fast mode on a server with a shard map (0A000): its fences come from the WAL position
+    /// and cannot carry the map's epoch.
+    #[error("fast-mode leases are not available on a server with a shard map")]
+    FastSharded,
     /// A broken invariant of dlock's own code, never the caller's doing (XX000).
     #[error("internal error: {what}")]
     Internal { what: String },

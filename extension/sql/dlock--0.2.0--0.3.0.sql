@@ -90,3 +90,77 @@ ALTER FUNCTION @extschema@.dlock_wait_free(pg_catalog.text, pg_catalog.interval)
 ALTER FUNCTION @extschema@.dlock_watch(pg_catalog.text) RESET search_path;
 ALTER FUNCTION dlock_internal.lock_rows() RESET search_path;
 ALTER FUNCTION dlock_internal.stats() RESET search_path;
+
+-- Keys over several servers (extension/src/shards/): the newest shard map this server was
+-- given, the one it replaced, and a gate per server of that one whose keys may have moved
+-- here (opens_at NULL: closed). One row at most; no row: this server has no map. Not dumped:
+-- a database restored from a dump has no map, so it refuses every sharded client (their epoch
+-- is newer than its 0) until an operator's apply installs the map again; the fence sequence,
+-- dumped, keeps the epoch's position.
+CREATE TABLE dlock_internal.shard_map (
+    only_row         pg_catalog.bool PRIMARY KEY DEFAULT true CHECK (only_row),
+    me               pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+    epoch            pg_catalog.int8 NOT NULL,
+    servers          pg_catalog.text[] COLLATE pg_catalog."C" NOT NULL,
+    previous_epoch   pg_catalog.int8,
+    previous_servers pg_catalog.text[] COLLATE pg_catalog."C",
+    installed_at     pg_catalog.timestamptz NOT NULL
+);
+CREATE TABLE dlock_internal.shard_gate (
+    from_server pg_catalog.text COLLATE pg_catalog."C" PRIMARY KEY,
+    opens_at    pg_catalog.timestamptz
+);
+REVOKE ALL ON dlock_internal.shard_map, dlock_internal.shard_gate FROM PUBLIC;
+
+-- The shard map's functions (extension/src/api/shards.rs).
+CREATE FUNCTION @extschema@."dlock_shard_drained"(
+	"from_server" TEXT, /* Option < & str > */
+	"epoch" bigint /* Option < i64 > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dlock_shard_drained_wrapper';
+CREATE FUNCTION @extschema@."dlock_shard_draining"(
+	"epoch" bigint /* Option < i64 > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dlock_shard_draining_wrapper';
+CREATE FUNCTION @extschema@."dlock_shard_gates"() RETURNS TABLE (
+	"from_server" TEXT,  /* String */
+	"opens_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"open" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dlock_shard_gates_wrapper';
+CREATE FUNCTION @extschema@."dlock_shard_install"(
+	"me" TEXT, /* Option < & str > */
+	"epoch" bigint, /* Option < i64 > */
+	"servers" TEXT[], /* :: std :: option :: Option < Array < & str > > */
+	"previous_epoch" bigint DEFAULT NULL, /* Option < i64 > */
+	"previous_servers" TEXT[] DEFAULT NULL, /* :: std :: option :: Option < Array < & str > > */
+	"force" bool DEFAULT false /* bool */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dlock_shard_install_wrapper';
+CREATE FUNCTION @extschema@."dlock_shard_status"() RETURNS TABLE (
+	"me" TEXT,  /* String */
+	"epoch" bigint,  /* i64 */
+	"servers" TEXT[],  /* Vec < String > */
+	"previous_epoch" bigint,  /* Option < i64 > */
+	"previous_servers" TEXT[],  /* :: std :: option :: Option < Vec < String > > */
+	"complete" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dlock_shard_status_wrapper';
+CREATE FUNCTION @extschema@."dlock_shard_timer"(
+	"from_server" TEXT, /* Option < & str > */
+	"epoch" bigint, /* Option < i64 > */
+	"delay" interval /* Option < Interval > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dlock_shard_timer_wrapper';

@@ -27,6 +27,7 @@ mod locks;
 mod ops;
 mod pg;
 mod settings;
+mod shards;
 mod stats;
 mod store;
 mod wait;

@@ -99,6 +99,8 @@ unsafe extern "C-unwind" fn assign_max_ttl(newval: *const c_char, _extra: *mut c
 
 /// `dlock.sweep_after`, in seconds.
 static SWEEP_AFTER_S: GucSetting<i32> = GucSetting::<i32>::new(5);
+/// `dlock.shard_epoch`: the shard map a sharded client routes with (0: it does not shard).
+static SHARD_EPOCH: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `dlock.track_stats`.
 static TRACK_STATS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `dlock.log_min_wait`, in milliseconds (-1: off).
@@ -142,6 +144,18 @@ pub fn define() {
         86_400,
         GucContext::Suset,
         GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"dlock.shard_epoch",
+        c"The epoch of the shard map the client routes with (0: the client does not shard).",
+        c"A sharded client sets it for its sessions. A server whose own map is older refuses \
+          the session's grants with SQLSTATE 0F000, as it may not know yet that it lost a key; \
+          a key the server's map gives to another server is refused with 0F001 whatever it is.",
+        &SHARD_EPOCH,
+        0,
+        dlock_core::shards::MAX_EPOCH as i32,
+        GucContext::Userset,
+        GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
         c"dlock.track_stats",
@@ -240,6 +254,14 @@ pub fn max_ttl_us() -> i64 {
 /// `dlock.sweep_after` in microseconds.
 pub fn sweep_after_us() -> Micros {
     i64::from(SWEEP_AFTER_S.get()) * 1_000_000
+}
+
+/// `dlock.shard_epoch`. (A second dlock library reads it by name.)
+pub fn shard_epoch() -> i64 {
+    if is_second_library() {
+        return crate::pg::guc::show(c"dlock.shard_epoch").and_then(|v| v.parse().ok()).unwrap_or(0);
+    }
+    i64::from(SHARD_EPOCH.get())
 }
 
 /// `dlock.track_stats`. (A second dlock library counts nothing anyway.)

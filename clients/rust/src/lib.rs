@@ -63,12 +63,13 @@
 //! # }
 //! ```
 //!
-//! **Several servers (preview).** A [`ShardedClient`] holds a client per server of a shard map
+//! **Several servers.** A [`ShardedClient`] holds a client per server of a shard map
 //! ([`ShardsConfig`], from a TOML file or from code) and sends every call on a key to the server
 //! the map names for it ([`ShardedClient::locate`]); keys with one hash tag (`{order-7}:a`,
 //! `{order-7}:b`) land together, and a [`ShardedClient::lock_all`] across servers is refused
-//! before anything is sent. The servers do not check the map yet: do not change a map while
-//! leases are held.
+//! before anything is sent. The servers check the map ([`Error::WrongServer`],
+//! [`Error::MapBehind`]); [`apply_shard_map`] changes it on every server, moving keys without
+//! two holders.
 //!
 //! Behaviour worth knowing:
 //! - **Reentrancy.** Acquiring a key this client (the same owner string) already holds
@@ -170,7 +171,10 @@ pub use dlock_core::shards::{MapError, ShardMap};
 pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{Error, ServerError};
 pub use lock::{DEFAULT_TTL, Guard, Lease, LockAllBuilder, LockBuilder, LockInfo, MultiGuard};
-pub use shards::{IntoRoutedLock, ShardedClient, ShardedClientBuilder, ShardsConfig, ShardsError};
+pub use shards::{
+    Applied, ApplyError, ApplyOptions, IntoRoutedLock, Progress, ShardedClient, ShardedClientBuilder,
+    ShardsConfig, ShardsError, apply as apply_shard_map,
+};
 /// The driver's SQLSTATE type, as [`Error::code`] gives it.
 pub use tokio_postgres::error::SqlState;
 pub use tokio_util::sync::CancellationToken;

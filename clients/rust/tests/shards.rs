@@ -1,13 +1,14 @@
 //! A sharded client over three real databases (s1, s2, s3 of one throwaway cluster of this
 //! test binary, each with dlock in schema `dlock`): keys land on the server `locate` names,
 //! fences grow, a lease taken through one sharded client blocks another, a hash-tag family is
-//! locked at once on its server, and an election lives on the server of its name.
+//! locked at once on its server, and an election lives on the server of its name. The servers
+//! have the map (epoch 1): a client that routes with another is refused, not served wrongly.
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use dlock_client::{ShardedClient, ShardsConfig};
+use dlock_client::{Error, ShardedClient, ShardsConfig};
 use dlock_tests::{Cluster, within};
 
 const SERVERS: [&str; 3] = ["s1", "s2", "s3"];
@@ -26,7 +27,10 @@ fn config() -> &'static ShardsConfig {
                     admin.batch_execute(&format!("CREATE DATABASE {db}")).await.unwrap();
                     let session = cluster.connect_db("postgres", db).await;
                     session
-                        .batch_execute("CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock")
+                        .batch_execute(&format!(
+                            "CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock; \
+                             SELECT dlock.dlock_shard_install('{db}', 1, ARRAY['s1', 's2', 's3'])"
+                        ))
                         .await
                         .unwrap();
                 }
@@ -129,4 +133,30 @@ async fn an_election_lives_on_the_server_of_its_name() {
     let leader = client.election(name.as_str()).leader().await.unwrap().expect("someone leads");
     assert_eq!((leader.info.as_deref(), leader.term), (Some("node-1"), lead.term()));
     assert!(lead.resign().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_client_routing_with_another_map_is_refused_by_the_servers() {
+    let good = config();
+    let urls: Vec<(String, String)> = good.servers().map(|(n, u)| (n.to_owned(), u.to_owned())).collect();
+    // A map of the same epoch without s3: its keys go to s1 or s2, which refuse them.
+    let stale = ShardsConfig::new(1, urls.iter().take(2).cloned()).unwrap();
+    let client = ShardedClient::connect(&stale).await.unwrap();
+    let right = ShardedClient::connect(good).await.unwrap();
+    let key = key_of(&right, "s3", "stale:");
+    match client.lock(key.as_str()).try_acquire().await {
+        Err(Error::WrongServer(e)) => {
+            assert_eq!(e.code().code(), "0F001");
+            assert!(e.message().contains("\"s3\""), "{}", e.message());
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    assert!(keys_held_on("s1", &key).await.is_empty() && keys_held_on("s2", &key).await.is_empty());
+    // A map newer than the servers' (the operator's apply has not reached them).
+    let ahead = ShardedClient::connect(&ShardsConfig::new(2, urls.clone()).unwrap()).await.unwrap();
+    assert!(matches!(ahead.lock(key.as_str()).try_acquire().await, Err(Error::MapBehind(_))));
+    // The right map is served.
+    let held = right.lock(key.as_str()).try_acquire().await.unwrap().expect("granted on s3");
+    assert_eq!(held.fence() >> 43, 1, "a fence of epoch 1");
+    assert!(held.release().await.unwrap());
 }

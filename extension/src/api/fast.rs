@@ -26,6 +26,7 @@ fn dlock_fast_acquire(
     wait: default!(Option<Interval>, "'0 seconds'"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<i64> {
+    crate::shards::forbid_fast().or_raise("dlock_fast_acquire");
     forbid_sql(|| {
         const F: &str = "dlock_fast_acquire";
         let key = args::fast_key(key).or_raise(F);
@@ -45,6 +46,7 @@ fn dlock_fast_renew(
     ttl: Option<Interval>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<TimestampWithTimeZone> {
+    crate::shards::forbid_fast().or_raise("dlock_fast_renew");
     forbid_sql(|| {
         const F: &str = "dlock_fast_renew";
         let key = args::fast_key(key).or_raise(F);

@@ -6,5 +6,6 @@ mod convert;
 mod durable;
 mod fast;
 mod primitives;
+mod shards;
 mod stats;
 mod views;

@@ -241,7 +241,8 @@ pub fn try_once(
     match attempt::acquire(key, hash, caller, &Request::exclusive(ttl), None, false) {
         Ok(fence) => Ok(fence),
         Err(NotGranted::Busy(Blocker::Expiry(expiry))) => Err(Some((expiry - now()).max(0))),
-        // An exclusive request meets no mode or size refusal.
-        Err(NotGranted::Busy(Blocker::Session(_) | Blocker::Queue) | NotGranted::Refused(_)) => Err(None),
+        Err(NotGranted::Busy(Blocker::Session(_) | Blocker::Queue)) => Err(None),
+        // An exclusive request meets no mode or size refusal: this is the shard map's.
+        Err(NotGranted::Refused(error)) => crate::pg::report::raise(error, "dlock_try_acquire"),
     }
 }

@@ -9,12 +9,14 @@ use crate::ops::attempt::{self, NotGranted};
 use crate::ops::bind_to_session;
 use crate::ops::blocker::sleep_on;
 use crate::pg::backend::{my_pid, now};
+use crate::pg::report::OrRaise;
 use crate::pg::signals;
 use crate::pg::spi;
+use crate::shards::{self, Admit};
 use crate::stats::{self, Counter};
 use crate::store::{self, sweep};
 use crate::wait::key_queue;
-use dlock_core::lease::{self, Acquire, Caller, Lease, Request};
+use dlock_core::lease::{self, Acquire, Blocker, Caller, Lease, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
 
 /// One key of the set: its place in the caller's array, its text and hash.
@@ -126,6 +128,16 @@ fn attempt(
     request: &Request,
     waiting: bool,
 ) -> Result<Vec<(usize, i64)>, NotGranted> {
+    let admitted = match shards::admit_all(order.iter().map(|k| k.text)) {
+        Ok(Admit::Grant) => Ok(()),
+        Ok(Admit::Moving(until)) => Err(NotGranted::Busy(Blocker::Expiry(until))),
+        Err(error) => Err(NotGranted::Refused(error)),
+    };
+    if let Err(not_granted) = admitted {
+        shards::unpin();
+        unlock_all(order);
+        return Err(not_granted);
+    }
     spi::connect(|spi| {
         let now = now();
         let mut decisions = Vec::with_capacity(order.len());
@@ -144,11 +156,13 @@ fn attempt(
                     decisions.push((decision, holder, Vec::new()));
                 }
                 Acquire::Busy(blocker) => {
+                    shards::unpin();
                     unlock_all(order);
                     return Err(NotGranted::Busy(blocker));
                 }
                 // Every request here is exclusive: an owner holding one of the keys shared.
                 Acquire::ModeConflict { held } => {
+                    shards::unpin();
                     unlock_all(order);
                     return Err(NotGranted::Refused(DlockError::ModeConflict {
                         owner: caller.owner.to_string(),
@@ -171,7 +185,7 @@ fn attempt(
                     stats::count_at_commit(Counter::Grants);
                     let slot =
                         store::Slot::for_grant(request.kind, waiting || key_queue::is_occupied(key.hash));
-                    let fence = store::grant(
+                    let fence = shards::check_fence(store::grant(
                         spi,
                         &store::NewLease {
                             key: key.text,
@@ -186,7 +200,8 @@ fn attempt(
                             info: None,
                         },
                         slot,
-                    );
+                    ))
+                    .or_raise("dlock_acquire_all");
                     if request.ttl.is_none() {
                         bind_to_session(fence, key.hash);
                     }

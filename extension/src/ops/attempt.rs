@@ -6,7 +6,9 @@ use crate::locks::key as keylock;
 use crate::locks::liveness;
 use crate::ops::bind_to_session;
 use crate::pg::backend::{my_pid, now};
+use crate::pg::report::OrRaise;
 use crate::pg::spi;
+use crate::shards::{self, Admit};
 use crate::stats::{self, Counter};
 use crate::store::{self, Slot, sweep};
 use crate::wait::{key_queue, wakeups};
@@ -35,6 +37,17 @@ pub fn acquire(
     info: Option<&str>,
     waiting: bool,
 ) -> Result<i64, NotGranted> {
+    // The shard map's word first: a key this server may not grant (now) is refused or busy.
+    let admitted = match shards::admit(key) {
+        Ok(Admit::Grant) => Ok(()),
+        Ok(Admit::Moving(until)) => Err(NotGranted::Busy(Blocker::Expiry(until))),
+        Err(error) => Err(NotGranted::Refused(error)),
+    };
+    if let Err(not_granted) = admitted {
+        shards::unpin();
+        keylock::unlock_key(hash);
+        return Err(not_granted);
+    }
     spi::connect(|spi| {
         let now = now();
         let new = store::NewLease {
@@ -54,6 +67,7 @@ pub fn acquire(
             && !queue_ahead
             && let Some(fence) = store::try_grant(spi, &new, Slot::for_grant(request.kind, false))
         {
+            let fence = shards::check_fence(fence).or_raise("dlock");
             granted(spi, fence, hash, request, now);
             return Ok(fence);
         }
@@ -67,7 +81,7 @@ pub fn acquire(
                 let slot =
                     Slot::for_grant(request.kind, waiting || queue_ahead || key_queue::is_occupied(hash));
                 clear_over(spi, key, &rows, &state);
-                let fence = store::grant(spi, &new, slot);
+                let fence = shards::check_fence(store::grant(spi, &new, slot)).or_raise("dlock");
                 granted(spi, fence, hash, request, now);
                 Ok(fence)
             }
@@ -87,6 +101,7 @@ pub fn acquire(
                 Ok(fence)
             }
             refused => {
+                shards::unpin();
                 keylock::unlock_key(hash);
                 Err(match refused {
                     Acquire::Busy(blocker) => NotGranted::Busy(blocker),

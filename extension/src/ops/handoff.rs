@@ -23,6 +23,9 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
     }
     let Some(index) = key_queue::head(hash).map(requests::index_of) else { return };
     let Some((asked, ticket)) = requests::request_for(index, key, hash) else { return };
+    if !crate::shards::may_hand_over(key) {
+        return;
+    }
     let now = now();
     let request = Request {
         kind: asked.kind,
@@ -50,6 +53,7 @@ pub fn hand_over(spi: &Spi, key: &str, hash: u64, others_may_remain: bool) {
     };
     // A waiter's grant: a row of its own (`store/row.rs`).
     let fence = store::grant(spi, &new, store::Slot::Owner);
+    let fence = crate::pg::report::OrRaise::or_raise(crate::shards::check_fence(fence), "dlock");
     stats::count_at_commit(Counter::Grants);
     requests::offer(ticket, fence);
 }

@@ -13,6 +13,8 @@ use dlock_core::{DlockError, INFINITY, Micros, Timestamp, key::key_hash};
 /// `dlock_renew`: the new `expires_at`, `INFINITY` for a session-bound lease, `None` if not held.
 pub fn renew(key: &str, owner: &str, role: u32, ttl: Micros) -> Result<Option<Timestamp>, DlockError> {
     let caller = standing(owner, role);
+    // A lease of a key this server gave away runs out: it is not renewed here.
+    crate::shards::keep(key)?;
     let hash = key_hash(key);
     keylock::lock_key(hash);
     spi::connect(|spi| {

@@ -30,6 +30,11 @@ fn code(error: &DlockError) -> PgSqlErrorCode {
         DlockError::FastTableFull { .. } | DlockError::FastShare { .. } => {
             ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
         }
+        DlockError::NotMine { .. } => ERRCODE_L_E_INVALID_SPECIFICATION,
+        DlockError::MapBehind { .. } => ERRCODE_LOCATOR_EXCEPTION,
+        DlockError::BadShardMap(_) => ERRCODE_INVALID_PARAMETER_VALUE,
+        DlockError::ShardState(_) => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        DlockError::FastSharded => ERRCODE_FEATURE_NOT_SUPPORTED,
         DlockError::FencesExhausted => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         DlockError::Corrupted { .. } => ERRCODE_DATA_CORRUPTED,
         DlockError::Internal { .. } => ERRCODE_INTERNAL_ERROR,
@@ -143,6 +148,26 @@ fn hint(error: &DlockError) -> Option<String> {
         DlockError::StaleBinding { .. } => {
             "End that session (pg_terminate_backend): fences started again at 1 when the \
              extension was created again."
+                .into()
+        }
+        DlockError::NotMine { .. } => {
+            "Route the key with the server's shard map (dlock_shard_status()): a sharded client \
+             refreshes its map and retries."
+                .into()
+        }
+        DlockError::MapBehind { .. } => {
+            "The operator's apply of the newer map has not reached this server yet: retry when \
+             `dlock shards apply` has installed it here."
+                .into()
+        }
+        DlockError::BadShardMap(_) | DlockError::ShardState(_) => {
+            "dlock_shard_status() shows the map this server has; `dlock shards apply` installs \
+             a map on every server in the right order."
+                .into()
+        }
+        DlockError::FastSharded => {
+            "Use durable leases (dlock_acquire) on a sharded server: their fences carry the map's \
+             epoch."
                 .into()
         }
         DlockError::FencesExhausted => {

@@ -25,11 +25,15 @@ pub fn client_socket() -> Option<pg_sys::pgsocket> {
 /// `Lock`/`advisory`). PostgreSQL 17 and later give extensions named events; 15 has only the
 /// generic `Extension`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// The variants are the names pg_stat_activity shows (DlockLease, ...), prefix and all.
+#[allow(clippy::enum_variant_names)]
 pub enum WaitEvent {
     /// The head of a key's queue, watching the lease until it ends or is handed over.
     DlockLease,
     /// A fast-mode waiter, until the key is released or expires.
     DlockFast,
+    /// A shard map's install, until the grants in progress have ended.
+    DlockShardMap,
 }
 
 impl WaitEvent {
@@ -39,6 +43,7 @@ impl WaitEvent {
         match self {
             WaitEvent::DlockLease => c"DlockLease",
             WaitEvent::DlockFast => c"DlockFast",
+            WaitEvent::DlockShardMap => c"DlockShardMap",
         }
     }
 
@@ -54,7 +59,7 @@ impl WaitEvent {
     pub fn id(self) -> u32 {
         use std::cell::Cell;
         thread_local! {
-            static IDS: [Cell<u32>; 2] = const { [Cell::new(0), Cell::new(0)] };
+            static IDS: [Cell<u32>; 3] = const { [Cell::new(0), Cell::new(0), Cell::new(0)] };
         }
         let slot = self as usize;
         IDS.with(|ids| {

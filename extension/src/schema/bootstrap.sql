@@ -65,3 +65,24 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Keys over several servers (extension/src/shards/): the newest shard map this server was
+-- given, the one it replaced, and a gate per server of that one whose keys may have moved
+-- here (opens_at NULL: closed). One row at most; no row: this server has no map. Not dumped:
+-- a database restored from a dump has no map, so it refuses every sharded client (their epoch
+-- is newer than its 0) until an operator's apply installs the map again; the fence sequence,
+-- dumped, keeps the epoch's position.
+CREATE TABLE dlock_internal.shard_map (
+    only_row         pg_catalog.bool PRIMARY KEY DEFAULT true CHECK (only_row),
+    me               pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
+    epoch            pg_catalog.int8 NOT NULL,
+    servers          pg_catalog.text[] COLLATE pg_catalog."C" NOT NULL,
+    previous_epoch   pg_catalog.int8,
+    previous_servers pg_catalog.text[] COLLATE pg_catalog."C",
+    installed_at     pg_catalog.timestamptz NOT NULL
+);
+CREATE TABLE dlock_internal.shard_gate (
+    from_server pg_catalog.text COLLATE pg_catalog."C" PRIMARY KEY,
+    opens_at    pg_catalog.timestamptz
+);
+REVOKE ALL ON dlock_internal.shard_map, dlock_internal.shard_gate FROM PUBLIC;

@@ -30,6 +30,8 @@ pub struct ClientBuilder {
     pooler: Option<PoolerMode>,
     pool_size: usize,
     max_poll_interval: Duration,
+    /// The shard map's epoch a sharded client routes with (`dlock.shard_epoch` of its sessions).
+    shard_epoch: Option<i64>,
 }
 
 impl ClientBuilder {
@@ -39,7 +41,15 @@ impl ClientBuilder {
             pooler: None,
             pool_size: DEFAULT_POOL_SIZE - 1,
             max_poll_interval: DEFAULT_MAX_POLL_INTERVAL,
+            shard_epoch: None,
         }
+    }
+
+    /// Every session says it routes with shard map `epoch` (`dlock.shard_epoch`, in the startup
+    /// packet's options): a server with an older map refuses its grants (0F000).
+    pub(crate) fn shard_epoch(mut self, epoch: i64) -> Self {
+        self.shard_epoch = Some(epoch);
+        self
     }
 
     /// What pools the server connections behind the client's connections. Set
@@ -84,7 +94,11 @@ impl ClientBuilder {
         if self.pool_size == 0 {
             return Err(Error::Config("a pool of no connections cannot lock anything".into()));
         }
-        let settings = Settings::parse(&self.url, env)?;
+        let mut settings = Settings::parse(&self.url, env)?;
+        if let Some(epoch) = self.shard_epoch {
+            let given = settings.pg.get_options().map(|o| format!("{o} ")).unwrap_or_default();
+            settings.pg.options(format!("{given}-c dlock.shard_epoch={epoch}"));
+        }
         let pooler = self.pooler.or(settings.pooler).unwrap_or_default();
         let tls = settings.tls.connector()?;
         let manager = Manager::from_config(

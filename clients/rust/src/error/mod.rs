@@ -53,6 +53,17 @@ pub enum Error {
     /// unbounded wait for a lease bound to the waiting session itself): give up leases and retry.
     #[error(transparent)]
     Deadlock(ServerError),
+    /// The key belongs to another server under the server's shard map (SQLSTATE 0F001): the
+    /// client routes with an older map than the server's, or (a renewal) the key moved away and
+    /// its lease there runs out. A [`ShardedClient`](crate::ShardedClient) built from a file
+    /// reads the file again and retries with the newer map.
+    #[error(transparent)]
+    WrongServer(ServerError),
+    /// The client routes with a newer shard map than the server's (SQLSTATE 0F000): the
+    /// operator's apply has not reached that server yet, and it may not know it lost the key.
+    /// Retry later.
+    #[error(transparent)]
+    MapBehind(ServerError),
     /// Any other error the server raised; [`code`](Self::code) says which.
     #[error(transparent)]
     Database(ServerError),
@@ -209,6 +220,8 @@ impl Error {
             Error::InvalidArgument(e)
             | Error::ModeConflict(e)
             | Error::HeldHere(e)
+            | Error::WrongServer(e)
+            | Error::MapBehind(e)
             | Error::PermissionDenied(e)
             | Error::Cancelled(e)
             | Error::Deadlock(e)

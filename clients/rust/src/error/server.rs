@@ -5,6 +5,8 @@
 //! | 22023, 22004 | dlock's message (`dlock: ...`) | `InvalidArgument` |
 //! | 0A000 | dlock's mode-conflict message | `ModeConflict` |
 //! | 55006 | dlock's held-here message | `HeldHere` |
+//! | 0F001 | dlock's message | `WrongServer` (the shard map) |
+//! | 0F000 | dlock's message | `MapBehind` (the shard map) |
 //! | 42501 | — | `PermissionDenied` |
 //! | 57014 | — | `Cancelled` |
 //! | 40P01 | — | `Deadlock` |
@@ -37,6 +39,8 @@ enum Condition {
     Argument,
     ModeConflict,
     HeldHere,
+    WrongServer,
+    MapBehind,
 }
 
 /// Which of dlock's conditions a server error of `code` saying `message` is, if any.
@@ -56,6 +60,12 @@ fn dlock_condition(code: &SqlState, message: &str) -> Option<Condition> {
     if *code == SqlState::OBJECT_IN_USE && text.starts_with(HELD_HERE) {
         return Some(Condition::HeldHere);
     }
+    if *code == SqlState::L_E_INVALID_SPECIFICATION {
+        return Some(Condition::WrongServer);
+    }
+    if *code == SqlState::LOCATOR_EXCEPTION {
+        return Some(Condition::MapBehind);
+    }
     None
 }
 
@@ -65,6 +75,8 @@ fn classify(code: &SqlState, message: &str) -> fn(ServerError) -> Error {
         Some(Condition::Argument) => Error::InvalidArgument,
         Some(Condition::ModeConflict) => Error::ModeConflict,
         Some(Condition::HeldHere) => Error::HeldHere,
+        Some(Condition::WrongServer) => Error::WrongServer,
+        Some(Condition::MapBehind) => Error::MapBehind,
         None if *code == SqlState::INSUFFICIENT_PRIVILEGE => Error::PermissionDenied,
         None if *code == SqlState::QUERY_CANCELED => Error::Cancelled,
         None if *code == SqlState::T_R_DEADLOCK_DETECTED => Error::Deadlock,

@@ -23,8 +23,10 @@ use crate::lock::{Lease, LockAllBuilder, LockBuilder};
 /// builders, guards and elections it returns are the plain client's, bound to that server.
 /// Routing costs a hash per server and allocates nothing.
 ///
-/// Servers do not check the map yet: a map must not change while leases are held (see the
-/// guide, "Several servers").
+/// Every session says which map it routes with (`dlock.shard_epoch`): servers refuse keys that
+/// are not theirs under their map ([`Error::WrongServer`]) and clients whose map is newer than
+/// theirs ([`Error::MapBehind`]). Clients given to [`from_clients`](Self::from_clients) say
+/// nothing (epoch 0) unless their connection strings set it.
 ///
 /// Cloning is cheap and shares the clients.
 #[derive(Clone)]
@@ -102,7 +104,7 @@ impl ShardedClientBuilder {
     }
 
     fn server_builder(&self, url: &str) -> ClientBuilder {
-        let mut builder = Client::builder(url);
+        let mut builder = Client::builder(url).shard_epoch(self.config.map().epoch());
         if let Some(mode) = self.pooler {
             builder = builder.pooler(mode);
         }
