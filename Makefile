@@ -25,7 +25,7 @@ endif
 export PG_CONFIG PGRX_VERSION BUILD PG18_HOME
 
 .PHONY: all setup setup-build build install package test-package cli demo test test-unit test-pg test-regress test-isolation test-integration test-prometheus test-examples \
-        bench bench-targets bench-instructions bench-sql bench-wait bench-client bench-profile fmt lint clean
+        bench bench-targets bench-instructions bench-shards bench-sql bench-wait bench-client bench-profile fmt lint clean
 
 all: build
 
@@ -185,6 +185,11 @@ bench-clients: setup install
 	@bash tests/scripts/clients.sh bench
 	@bash tests/scripts/java.sh bench
 
+# Keys over several servers: the sharded client against the plain one at one server (per-key
+# latency), and pairs/s over 1, 2 and 3 local servers, in one run.
+bench-shards: setup install
+	@bash bench/shards.sh
+
 # Instructions per uncontended pair (valgrind's callgrind, repeatable to the instruction): the
 # two-statement bound, the hand-written lock table and dlock, with dlock's pair split in parts.
 bench-instructions: setup install
@@ -201,6 +206,7 @@ bench: setup install
 	@bash tests/scripts/clients.sh bench
 	@bash tests/scripts/java.sh bench
 	@BUILD=$(BUILD) bash sql-edition/bench/waiters.sh
+	@bash bench/shards.sh
 
 # Fault injection (tests/chaos/): worker processes (Rust client and raw SQL, some of the latter with
 # session-bound leases) take hot keys with 1-2 s ttls and write to a fenced resource while the
@@ -236,6 +242,19 @@ test-chaos: setup install
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --preload --primitives 2
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --fault-every 2 --seed $(CHAOS_SEED) --preload --failover --primitives 2
 	$(CARGO) run -q -p dlock-chaos -- run --seconds 25 --crash-every 12 --fault-every 2 --seed $(CHAOS_SEED) --fast --primitives 2
+	$(CARGO) run -q -p dlock-chaos -- shards --seconds 40 --seed $(CHAOS_SEED)
+	@mkdir -p $(BUILD)/chaos; status=0; \
+	 $(CARGO) run -q -p dlock-chaos -- shards --seconds 40 --change-every 2 --seed $(CHAOS_SEED) --sabotage \
+	   > $(BUILD)/chaos/shards-sabotaged.txt 2>&1 || status=$$?; \
+	 cat $(BUILD)/chaos/shards-sabotaged.txt; \
+	 if [ "$$status" != 1 ] || ! grep -q '^violations: [1-9]' $(BUILD)/chaos/shards-sabotaged.txt; then \
+	   echo "test-chaos: the sabotaged sharded run (gates opened at once) must find violations" >&2; exit 1; \
+	 fi; echo "test-chaos: the sabotaged sharded run found violations, as it must"
+
+# The sharded chaos run of the closing note: over 20,000 grants while the map changes.
+.PHONY: chaos-shards
+chaos-shards: setup install
+	$(CARGO) run -q -p dlock-chaos -- shards --seconds $${CHAOS_SECONDS:-480} --seed $(CHAOS_SEED)
 
 # cargo fuzz (needs a nightly toolchain: rustup toolchain install nightly) on the Rust code that
 # judges what callers send: the SQL edge's argument checks and the contract's rules.

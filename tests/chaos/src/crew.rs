@@ -80,6 +80,9 @@ pub struct Spec {
     /// Fast-mode leases instead of durable ones.
     pub fast: bool,
     pub primitives: PrimitiveKeys,
+    /// Several servers (`dlock-chaos shards`): the shard map file the Rust workers route with,
+    /// and the longest of their short holds (many grants a second).
+    pub shards: Option<(PathBuf, f64)>,
 }
 
 /// A role as `primitive-worker --role` spells it.
@@ -168,6 +171,17 @@ impl Crew {
                 .arg("--keys")
                 .arg(spec.keys.join(","))
                 .args(spec.fast.then_some("--fast"));
+        }
+        if let (Kind::Rust, Some((file, short_hold_max))) = (kind, &spec.shards) {
+            command
+                .arg("--short-hold-max")
+                .arg(short_hold_max.to_string())
+                .arg("--long-hold-rate")
+                .arg("0.03");
+            // Half the workers read a changed map at once, the others go on with a stale one
+            // for up to 8 s unless a server tells them.
+            let reload_every = if self.rng.chance(0.5) { 0.3 } else { 8.0 };
+            command.arg("--shards").arg(file).arg("--reload-every").arg(reload_every.to_string());
         }
         command
             .arg("--name")

@@ -7,6 +7,7 @@
 //! resource and exits non-zero on any violation. With `--primitives`, workers of the version 2
 //! primitives (`dlock-chaos primitive-worker`: shared leases, semaphores, multi-key grants,
 //! elections) run beside them under the same faults, and the checker judges them too.
+//! `dlock-chaos shards` does the same over several servers while the shard map changes.
 
 mod check;
 mod crew;
@@ -19,6 +20,7 @@ mod resource;
 mod rng;
 mod run_args;
 mod runner;
+mod sharded;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +40,8 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// One worker of the version 2 primitives (started by `run`).
     PrimitiveWorker(primitives::PrimitiveArgs),
+    /// A run over several servers while the shard map changes (sharded workers, server faults).
+    Shards(sharded::ShardArgs),
 }
 
 fn main() {
@@ -45,6 +49,11 @@ fn main() {
         Command::Run(args) => {
             let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
             let clean = runtime.block_on(runner::run(args));
+            std::process::exit(if clean { 0 } else { 1 });
+        }
+        Command::Shards(args) => {
+            let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+            let clean = runtime.block_on(sharded::run(args));
             std::process::exit(if clean { 0 } else { 1 });
         }
         Command::Worker(args) => {

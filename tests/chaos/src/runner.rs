@@ -173,6 +173,7 @@ async fn set_up(args: &RunArgs) -> World {
         bound_rate: if args.fast { 0.0 } else { args.bound_rate },
         fast: args.fast,
         primitives: primitive_keys(args),
+        shards: None,
     };
     let mut crew = Crew::new(spec, args.seed);
     for _ in 0..args.rust_workers {

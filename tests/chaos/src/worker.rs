@@ -4,7 +4,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dlock_client::{Client, Error};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use dlock_client::{Client, Error, LockBuilder, ShardedClient, ShardsConfig};
 use tokio_postgres::NoTls;
 
 use crate::history::{Event, Log, Mode};
@@ -18,8 +21,16 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub name: String,
     /// Where dlock is (through the runner's proxy).
-    #[arg(long)]
+    #[arg(long, default_value = "")]
     pub dlock_url: String,
+    /// Several dlock servers instead: the shard map file, read again when a server says the
+    /// map changed (0F001, 0F000) and every `--reload-every` seconds.
+    #[arg(long)]
+    pub shards: Option<PathBuf>,
+    /// How long this worker goes on with a map before it reads the file again, errors aside (a
+    /// long time: a client with a stale map).
+    #[arg(long, default_value_t = 1.0)]
+    pub reload_every: f64,
     /// Where the resource is.
     #[arg(long)]
     pub resource_url: String,
@@ -34,6 +45,12 @@ pub struct WorkerArgs {
     /// Longest hold, as a multiple of the ttl (the watchdog renews past one ttl).
     #[arg(long, default_value_t = 1.5)]
     pub hold_factor: f64,
+    /// Share of holds long enough that the watchdog must renew.
+    #[arg(long, default_value_t = 0.15)]
+    pub long_hold_rate: f64,
+    /// Longest of the short holds (most holds are short), in seconds.
+    #[arg(long, default_value_t = 0.4)]
+    pub short_hold_max: f64,
     /// How long an acquire waits for a busy key, in seconds.
     #[arg(long, default_value_t = 2.0)]
     pub wait: f64,
@@ -50,8 +67,8 @@ pub struct WorkerArgs {
 enum Broken {
     /// The resource connection failed: reconnect it.
     Resource,
-    /// dlock failed (connection cut, server down): try again shortly.
-    Dlock,
+    /// dlock failed (connection cut, server down, a shard map changed): try again shortly.
+    Dlock(Option<Error>),
 }
 
 impl From<tokio_postgres::Error> for Broken {
@@ -60,16 +77,61 @@ impl From<tokio_postgres::Error> for Broken {
     }
 }
 
+/// One server, or several by a shard map.
+enum Target {
+    One(Client),
+    Sharded { client: ShardedClient, read_at: Instant },
+}
+
+impl Target {
+    async fn connect(args: &WorkerArgs) -> Target {
+        loop {
+            if let Some(file) = &args.shards {
+                let client =
+                    ShardsConfig::from_file(file).ok().and_then(|c| ShardedClient::connect_lazy(&c).ok());
+                if let Some(client) = client {
+                    return Target::Sharded { client, read_at: Instant::now() };
+                }
+            } else if let Ok(client) = Client::connect(&args.dlock_url).await {
+                return Target::One(client);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn lock(&self, key: &str) -> LockBuilder {
+        match self {
+            Target::One(client) => client.lock(key),
+            Target::Sharded { client, .. } => client.lock(key),
+        }
+    }
+
+    fn owner(&self) -> &str {
+        match self {
+            Target::One(client) => client.owner(),
+            Target::Sharded { client, .. } => client.owner(),
+        }
+    }
+
+    /// Reads the map file again if `error` says the map changed, or it is older than `every`.
+    fn refresh(&mut self, error: Option<&Error>, every: f64) {
+        let Target::Sharded { client, read_at, .. } = self else { return };
+        let told = matches!(error, Some(Error::WrongServer(_) | Error::MapBehind(_)));
+        if !told && read_at.elapsed().as_secs_f64() < every {
+            return;
+        }
+        if let Ok(Some(fresh)) = client.refreshed() {
+            *client = fresh;
+        }
+        *read_at = Instant::now();
+    }
+}
+
 /// Runs until killed.
 pub async fn run(args: WorkerArgs) {
     let mut log = Log::create(&args.history).expect("create the history file");
     let mut rng = Rng::new(args.seed);
-    let client = loop {
-        match Client::connect(&args.dlock_url).await {
-            Ok(client) => break client,
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    };
+    let mut client = Target::connect(&args).await;
     let mut resource = None;
     loop {
         let Some(db) = &resource else {
@@ -82,15 +144,20 @@ pub async fn run(args: WorkerArgs) {
         let key = &args.keys[rng.below(args.keys.len())];
         let ttl = rng.range(args.ttl_min, args.ttl_max);
         // Mostly short holds (many grants); some long enough that the watchdog must renew.
-        let hold = if rng.chance(0.15) {
+        let hold = if rng.chance(args.long_hold_rate) {
             rng.range(0.8 * ttl, args.hold_factor * ttl)
         } else {
-            rng.range(0.02, 0.4)
+            rng.range(0.02f64.min(args.short_hold_max), args.short_hold_max)
         };
-        match cycle(&client, db, &args, key, ttl, hold, &mut log).await {
+        let outcome = cycle(&client, db, &args, key, ttl, hold, &mut log).await;
+        client.refresh(
+            if let Err(Broken::Dlock(Some(e))) = &outcome { Some(e) } else { None },
+            args.reload_every,
+        );
+        match outcome {
             Ok(()) => {}
             Err(Broken::Resource) => resource = None,
-            Err(Broken::Dlock) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(Broken::Dlock(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
         println!("free");
     }
@@ -104,7 +171,7 @@ async fn connect(url: &str) -> Option<tokio_postgres::Client> {
 
 /// One acquire → start write → hold → end write → release.
 async fn cycle(
-    client: &Client,
+    client: &Target,
     db: &tokio_postgres::Client,
     args: &WorkerArgs,
     key: &str,
@@ -118,7 +185,7 @@ async fn cycle(
     let guard = match acquired {
         Ok(guard) => guard,
         Err(Error::Timeout | Error::NotAcquired) => return Ok(()),
-        Err(_) => return Err(Broken::Dlock),
+        Err(e) => return Err(Broken::Dlock(Some(e))),
     };
     let (owner, fence) = (client.owner().to_string(), guard.fence());
     // The client's expiry is the server's clock right after the grant plus the ttl.

@@ -38,6 +38,9 @@ struct Inner {
     map: ShardMap,
     /// One client per server, in the order of `map.servers()`.
     clients: Vec<Client>,
+    /// How it was made, to make it again from a newer file (`refreshed`): `None` for clients
+    /// given by the caller.
+    source: Option<ShardedClientBuilder>,
 }
 
 impl std::fmt::Debug for ShardedClient {
@@ -88,7 +91,9 @@ impl ShardedClientBuilder {
             .servers()
             .map(|(name, url)| self.server_builder(url).build().map_err(|e| self.server_error(name, e)))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ShardedClient::assemble(self.config.map().clone(), clients))
+        let mut client = ShardedClient::assemble(self.config.map().clone(), clients);
+        Arc::get_mut(&mut client.inner).expect("a new client").source = Some(self);
+        Ok(client)
     }
 
     /// The client, after opening one connection to every server to check its address, TLS and
@@ -174,7 +179,23 @@ impl ShardedClient {
     fn assemble(map: ShardMap, clients: Vec<Client>) -> ShardedClient {
         let owner = clients[0].owner().to_owned();
         let clients = clients.iter().map(|c| c.with_owner(owner.as_str())).collect();
-        ShardedClient { inner: Arc::new(Inner { map, clients }) }
+        ShardedClient { inner: Arc::new(Inner { map, clients, source: None }) }
+    }
+
+    /// A client of the newer map in the file this one was read from, if the file now holds a
+    /// newer epoch: what to do on [`Error::WrongServer`] or [`Error::MapBehind`] (as a Redis
+    /// Cluster client does on MOVED). `Ok(None)`: the file has this map still, or this client
+    /// was not made from a file. Guards of this client keep working; new calls go through the
+    /// returned one, under the same owner identity.
+    pub fn refreshed(&self) -> Result<Option<ShardedClient>, ShardsError> {
+        let Some(source) = &self.inner.source else { return Ok(None) };
+        let Some(file) = source.config.file() else { return Ok(None) };
+        let config = ShardsConfig::from_file(file)?;
+        if config.epoch() <= self.epoch() {
+            return Ok(None);
+        }
+        let builder = ShardedClientBuilder { config, ..source.clone() };
+        Ok(Some(builder.build()?.with_owner(self.owner())))
     }
 
     /// The map this client routes with.
@@ -222,7 +243,8 @@ impl ShardedClient {
     pub fn with_owner(&self, owner: impl Into<String>) -> ShardedClient {
         let owner: String = owner.into();
         let clients = self.inner.clients.iter().map(|c| c.with_owner(owner.as_str())).collect();
-        ShardedClient { inner: Arc::new(Inner { map: self.inner.map.clone(), clients }) }
+        let source = self.inner.source.clone();
+        ShardedClient { inner: Arc::new(Inner { map: self.inner.map.clone(), clients, source }) }
     }
 
     /// [`Client::lock`] on the server `key` belongs to.
@@ -419,6 +441,27 @@ mod tests {
             }
             other => panic!("not refused: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_client_from_a_file_refreshes_to_a_newer_map_under_its_owner() {
+        let dir = std::env::temp_dir().join(format!("dlock-refresh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("map.toml");
+        std::fs::write(&file, "epoch = 1\n[servers]\na = \"host=h1 user=u\"\n").unwrap();
+        let client = ShardedClient::connect_lazy(&ShardsConfig::from_file(&file).unwrap()).unwrap();
+        assert!(client.refreshed().unwrap().is_none(), "the same map");
+        std::fs::write(&file, "epoch = 2\n[servers]\na = \"host=h1 user=u\"\nb = \"host=h2 user=u\"\n")
+            .unwrap();
+        let fresh = client.refreshed().unwrap().expect("a newer map");
+        assert_eq!((fresh.epoch(), fresh.servers().len()), (2, 2));
+        assert_eq!(fresh.owner(), client.owner());
+        assert!(fresh.refreshed().unwrap().is_none(), "it is the file's map");
+        std::fs::write(&file, "epoch = 3\n[servers]\n").unwrap();
+        assert!(matches!(fresh.refreshed(), Err(ShardsError::Map { .. })), "a bad file is an error");
+        // Made in code: nothing to read again.
+        assert!(ShardedClient::connect_lazy(&config()).unwrap().refreshed().unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct ShardsConfig {
     urls: Vec<String>,
     /// The file it was read from, or [`IN_CODE`]: errors found later name it.
     origin: String,
+    /// The file it was read from, to read again ([`ShardedClient::refreshed`](crate::ShardedClient::refreshed)).
+    file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ShardsConfig {
@@ -73,7 +75,14 @@ impl ShardsConfig {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path)
             .map_err(|source| ShardsError::Read { path: path.to_owned(), source })?;
-        ShardsConfig::parse(&text, path.display().to_string())
+        let mut config = ShardsConfig::parse(&text, path.display().to_string())?;
+        config.file = Some(path.to_owned());
+        Ok(config)
+    }
+
+    /// The file this map was read from, if it was.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
     }
 
     /// Reads a map from TOML text, as [`from_file`](Self::from_file) reads a file.
@@ -110,7 +119,7 @@ impl ShardsConfig {
             });
         }
         let urls = servers.into_iter().map(|(_, url)| url).collect();
-        Ok(ShardsConfig { map, urls, origin })
+        Ok(ShardsConfig { map, urls, origin, file: None })
     }
 
     /// The map: epoch and server names.
