@@ -12,6 +12,24 @@ BEGIN
 END
 $$;
 
+-- A session that routes with a shard map (dlock.shard_epoch, which sharded clients set): this
+-- edition has no map (keys over several servers is the native extension's), so it refuses the
+-- session's grants and renewals as a native server without a map does (0F000), rather than
+-- grant a key that may be another server's.
+CREATE FUNCTION dlock_internal.check_no_shard_map() RETURNS void LANGUAGE plpgsql
+AS $$
+DECLARE
+    given pg_catalog.text := COALESCE(pg_catalog.current_setting('dlock.shard_epoch', true), '');
+BEGIN
+    IF given <> '' AND given <> '0' THEN
+        PERFORM dlock_internal.fail('0F000',
+            pg_catalog.format('this server has shard map epoch 0, older than the caller''s epoch %s', given),
+            'The operator''s apply of the newer map has not reached this server yet: retry when '
+            '`dlock shards apply` has installed it here.');
+    END IF;
+END
+$$;
+
 -- A key, owner, election or candidate: not NULL (22004), not empty, at most max bytes (22023).
 CREATE FUNCTION dlock_internal.check_text(arg pg_catalog.text, value pg_catalog.text, max pg_catalog.int4)
     RETURNS void LANGUAGE plpgsql

@@ -29,6 +29,7 @@ DECLARE
     expires pg_catalog.timestamptz;
     names CONSTANT pg_catalog.text[] := ARRAY['an exclusive lease', 'a shared lease', 'the election''s lead'];
 BEGIN
+    PERFORM dlock_internal.check_no_shard_map();
     bound_here := false;
     FOR r IN SELECT * FROM dlock_internal.lease AS l WHERE l.key = p_key LOOP
         last_fence := GREATEST(last_fence, r.fence);

@@ -74,6 +74,7 @@ DECLARE
     r dlock_internal.lease;
     now_ pg_catalog.timestamptz;
 BEGIN
+    PERFORM dlock_internal.check_no_shard_map();
     PERFORM pg_catalog.pg_advisory_xact_lock(dlock_internal.key_lock(p_key));
     now_ := pg_catalog.clock_timestamp();
     r := dlock_internal.own_lease(p_key, p_owner, dlock_internal.caller(), 'renew', now_);

@@ -22,6 +22,8 @@ BEGIN
        AND ttl > '0'::pg_catalog.interval AND wait = '0'::pg_catalog.interval
        -- (a session's own dlock.max_ttl, honoured for superusers, takes the general path)
        AND COALESCE(pg_catalog.current_setting('dlock.max_ttl', true), '') = ''
+       -- (a session that routes with a shard map is refused by the general path)
+       AND COALESCE(pg_catalog.current_setting('dlock.shard_epoch', true), '') IN ('', '0')
        -- A first look without a lock: only a key that looks free is locked (a try that finds
        -- it busy must not keep the key lock for the rest of its transaction).
        AND EXISTS (SELECT FROM dlock_internal.lease AS l

@@ -112,6 +112,19 @@ SELECT dlock_acquire('err:k', 'owner-2', '1 minute', NULL);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 
+-- A session that routes with a shard map (a sharded client sets dlock.shard_epoch) on a server
+-- that has none: it may not know that it lost a key, so it grants and renews nothing: 0F000.
+SET dlock.shard_epoch = 3;
+SELECT dlock_acquire('err:shard', 'owner-2', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT fence FROM dlock_try_acquire('err:shard', 'owner-2', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT dlock_acquire_all(ARRAY['err:shard'], 'owner-2', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+SELECT dlock_renew('err:k', 'owner-1', '2 hours');
+\echo :LAST_ERROR_SQLSTATE
+RESET dlock.shard_epoch;
+
 -- Nothing changed: the one lease, its fence, hold count and ttl as they were.
 SELECT key, owner, fence = :f AS same_fence, hold_count, waiters,
        expires_at > now() + interval '59 minutes' AS ttl_untouched
