@@ -160,3 +160,68 @@ async fn a_client_routing_with_another_map_is_refused_by_the_servers() {
     assert_eq!(held.fence() >> 43, 1, "a fence of epoch 1");
     assert!(held.release().await.unwrap());
 }
+
+#[tokio::test]
+async fn an_observer_follows_an_election_across_a_move() {
+    use dlock_client::{Applied, ApplyOptions, apply_shard_map};
+    let cluster = Cluster::shared_named("shards", &[]);
+    let _ = config(); // the cluster is up
+    let admin = cluster.connect().await;
+    for db in ["o1", "o2"] {
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).await.unwrap();
+        let session = cluster.connect_db("postgres", db).await;
+        session.batch_execute("CREATE SCHEMA dlock; CREATE EXTENSION dlock SCHEMA dlock").await.unwrap();
+    }
+    let url = |db: &str| format!("postgresql://postgres@127.0.0.1:{}/{db}?sslmode=disable", cluster.port());
+    let dir = std::env::temp_dir().join(format!("dlock-observe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("map.toml");
+    let write = |epoch: i64, dbs: &[&str]| {
+        let mut text = format!("epoch = {epoch}\n[servers]\n");
+        for db in dbs {
+            text += &format!("{db} = \"{}\"\n", url(db));
+        }
+        std::fs::write(&file, text).unwrap();
+        ShardsConfig::from_file(&file).unwrap()
+    };
+    let one = write(1, &["o1", "o2"]);
+    assert!(matches!(
+        apply_shard_map(&one, None, &ApplyOptions::default(), |_| {}).await,
+        Ok(Applied::Complete { .. })
+    ));
+    let client = ShardedClient::connect(&one).await.unwrap();
+    let name = key_of(&client, "o1", "moving-election:");
+    let lead = client.election(name.as_str()).ttl(Duration::from_secs(1)).campaign("first").await.unwrap();
+    let mut changes = client.observe_election(name.as_str(), Duration::from_millis(200)).await.unwrap();
+    let first = within(Duration::from_secs(5), "the first leader", changes.next()).await.unwrap().unwrap();
+    assert_eq!(first.as_ref().map(|l| (l.info.as_deref(), l.term >> 43)), Some((Some("first"), 1)));
+
+    // o1 leaves the map: its leader cannot renew there any more, and the name moves to o2.
+    let two = write(2, &["o2"]);
+    let applied = within(
+        Duration::from_secs(20),
+        "the move",
+        apply_shard_map(&two, Some(&one), &ApplyOptions::default(), |_| {}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(applied, Applied::Complete { epoch: 2 });
+    drop(lead);
+    let fresh = client.refreshed().unwrap().expect("the file's newer map");
+    let second = fresh.election(name.as_str()).campaign("second").await.unwrap();
+    // The observer reports the new leader, from o2, with a greater term.
+    let found = within(Duration::from_secs(10), "the leader on o2", async {
+        loop {
+            match changes.next().await {
+                Some(Ok(Some(leader))) if leader.info.as_deref() == Some("second") => return leader,
+                Some(Ok(_)) => continue,
+                other => panic!("the observation ended: {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(found.term, second.term());
+    assert!(found.term > first.unwrap().term && found.term >> 43 == 2);
+    assert!(second.resign().await.unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -26,6 +26,11 @@ pub struct LeaderChanges {
 }
 
 impl LeaderChanges {
+    /// The changes a task of the crate sends (a sharded observer's).
+    pub(crate) fn from_receiver(changes: mpsc::Receiver<Result<Option<Leader>, Error>>) -> LeaderChanges {
+        LeaderChanges { changes }
+    }
+
     /// The next leader (`None` inside: nobody leads), or `None` once the observation ended
     /// after an error.
     pub async fn next(&mut self) -> Option<Result<Option<Leader>, Error>> {

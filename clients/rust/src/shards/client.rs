@@ -299,6 +299,58 @@ impl ShardedClient {
         self.client_for(&name).election(name)
     }
 
+    /// Observes election `name` across map changes: its leader now, then every change, as
+    /// [`Election::observe`](crate::Election::observe) on the server the name belongs to; and
+    /// when the map file this client was read from names another server for it (read again
+    /// every `recheck`, see [`refreshed`](Self::refreshed)), the observation moves there. The
+    /// leader's term only grows across the move (a later map's fences are above an earlier
+    /// one's). A client made in code never moves its observation.
+    pub async fn observe_election(
+        &self,
+        name: impl Into<String>,
+        recheck: Duration,
+    ) -> Result<crate::LeaderChanges, Error> {
+        let name: String = name.into();
+        let mut changes = self.election(name.as_str()).observe().await?;
+        let (sender, receiver) = tokio::sync::mpsc::channel(16);
+        let mut client = self.clone();
+        tokio::spawn(async move {
+            let mut last: Option<Option<i64>> = None;
+            loop {
+                tokio::select! {
+                    () = sender.closed() => return,
+                    item = changes.next() => {
+                        let Some(item) = item else { return };
+                        let term = item.as_ref().ok().map(|l| l.as_ref().map(|l| l.term));
+                        if item.is_ok() && term == last {
+                            continue;
+                        }
+                        last = term;
+                        let failed = item.is_err();
+                        if sender.send(item).await.is_err() || failed {
+                            return;
+                        }
+                    }
+                    () = tokio::time::sleep(recheck) => {
+                        let Ok(Some(fresh)) = client.refreshed() else { continue };
+                        let moved = fresh.locate(&name) != client.locate(&name);
+                        client = fresh;
+                        if moved {
+                            match client.election(name.as_str()).observe().await {
+                                Ok(there) => changes = there,
+                                Err(e) => {
+                                    drop(sender.send(Err(e)).await);
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        Ok(crate::LeaderChanges::from_receiver(receiver))
+    }
+
     /// [`Client::wait_free`] on the server `key` belongs to.
     pub async fn wait_free(&self, key: &str, wait: Duration) -> Result<bool, Error> {
         self.client_for(key).wait_free(key, wait).await
