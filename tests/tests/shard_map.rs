@@ -353,7 +353,7 @@ async fn only_administrators_change_the_map_and_bad_maps_are_refused() {
     a.batch_execute(
         "CREATE TABLE shard_trap (x int); \
          CREATE FUNCTION shard_trap_f(int) RETURNS int IMMUTABLE LANGUAGE sql \
-           AS $$ SELECT CASE WHEN dlock_shard_install('a', 9, ARRAY['a']) THEN $1 ELSE $1 END $$; \
+           AS $$ SELECT CASE WHEN public.dlock_shard_install('a', 9, ARRAY['a']) THEN $1 ELSE $1 END $$; \
          INSERT INTO shard_trap VALUES (1)",
     )
     .await

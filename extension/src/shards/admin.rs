@@ -9,12 +9,10 @@ use crate::locks::liveness;
 use crate::pg::backend::now;
 use crate::pg::spi;
 use crate::store;
-use dlock_core::shards::{EPOCH_BITS, Gates, ShardMap};
+use dlock_core::shards::fence::{self, COUNTER_BITS};
+use dlock_core::shards::{Gates, ShardMap};
 use dlock_core::{DlockError, Micros, Timestamp};
 use std::collections::BTreeMap;
-
-/// Bits below a fence's epoch.
-const COUNTER_BITS: u32 = 63 - EPOCH_BITS;
 
 fn map(epoch: i64, servers: Vec<String>) -> Result<ShardMap, DlockError> {
     ShardMap::new(epoch, servers).map_err(|e| DlockError::BadShardMap(e.to_string()))
@@ -63,7 +61,7 @@ pub fn install(
         // Fences of this epoch start above every fence of the earlier ones, here and anywhere.
         let floor = epoch << COUNTER_BITS;
         let last = state::last_fence(spi);
-        if last >> COUNTER_BITS > epoch {
+        if fence::epoch_of(last) > epoch {
             return Err(DlockError::ShardState(format!(
                 "this server's last fence ({last}) is beyond shard map epoch {epoch}'s range"
             )));
