@@ -229,10 +229,17 @@ pub async fn run(args: ShardArgs) -> bool {
         counts.kill9_holding + counts.kill9_idle,
         counts.stop_cont
     );
+    let (least, most) = (per_epoch.values().min().copied(), per_epoch.values().max().copied());
     text += &format!(
-        "grants: {} (per epoch: {per_epoch:?}); writes: {} accepted, {} refused ({} of them late, \
-         the fence doing its job)\n",
-        outcome.grants, outcome.accepted_writes, outcome.refused_writes, outcome.late_writes_refused
+        "grants: {} under {} epochs ({}–{} per epoch; a fence's epoch is its high bits); writes: {} \
+         accepted, {} refused ({} of them late, the fence doing its job)\n",
+        outcome.grants,
+        per_epoch.len(),
+        least.unwrap_or(0),
+        most.unwrap_or(0),
+        outcome.accepted_writes,
+        outcome.refused_writes,
+        outcome.late_writes_refused
     );
     text += &format!("violations: {}\n", outcome.violations.len());
     for (rule, n) in &outcome.by_rule {
