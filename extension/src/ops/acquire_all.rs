@@ -12,11 +12,11 @@ use crate::pg::backend::{my_pid, now};
 use crate::pg::report::OrRaise;
 use crate::pg::signals;
 use crate::pg::spi;
-use crate::shards::{self, Admit};
+use crate::shards;
 use crate::stats::{self, Counter};
 use crate::store::{self, sweep};
 use crate::wait::key_queue;
-use dlock_core::lease::{self, Acquire, Blocker, Caller, Lease, Request};
+use dlock_core::lease::{self, Acquire, Caller, Lease, Request};
 use dlock_core::{DlockError, Micros, Timestamp, key::key_hash};
 
 /// One key of the set: its place in the caller's array, its text and hash.
@@ -128,13 +128,7 @@ fn attempt(
     request: &Request,
     waiting: bool,
 ) -> Result<Vec<(usize, i64)>, NotGranted> {
-    let admitted = match shards::admit_all(order.iter().map(|k| k.text)) {
-        Ok(Admit::Grant) => Ok(()),
-        Ok(Admit::Moving(until)) => Err(NotGranted::Busy(Blocker::Expiry(until))),
-        Err(error) => Err(NotGranted::Refused(error)),
-    };
-    if let Err(not_granted) = admitted {
-        shards::unpin();
+    if let Err(not_granted) = attempt::admitted(order.iter().map(|k| k.text)) {
         unlock_all(order);
         return Err(not_granted);
     }

@@ -38,13 +38,7 @@ pub fn acquire(
     waiting: bool,
 ) -> Result<i64, NotGranted> {
     // The shard map's word first: a key this server may not grant (now) is refused or busy.
-    let admitted = match shards::admit(key) {
-        Ok(Admit::Grant) => Ok(()),
-        Ok(Admit::Moving(until)) => Err(NotGranted::Busy(Blocker::Expiry(until))),
-        Err(error) => Err(NotGranted::Refused(error)),
-    };
-    if let Err(not_granted) = admitted {
-        shards::unpin();
+    if let Err(not_granted) = admitted([key]) {
         keylock::unlock_key(hash);
         return Err(not_granted);
     }
@@ -119,6 +113,19 @@ pub fn acquire(
             }
         }
     })
+}
+
+/// The shard map's word on granting `keys` at once: refused (a key of another server, a client
+/// with a newer map) or busy (a key behind its gate), the map's pin then given back; else the
+/// map stays pinned for the grant.
+pub fn admitted<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<(), NotGranted> {
+    let not_granted = match shards::admit_all(keys) {
+        Ok(Admit::Grant) => return Ok(()),
+        Ok(Admit::Moving(until)) => NotGranted::Busy(Blocker::Expiry(until)),
+        Err(error) => NotGranted::Refused(error),
+    };
+    shards::unpin();
+    Err(not_granted)
 }
 
 /// Whether `caller` holds a live lease of `key` (any mode), by a look at its own row without

@@ -27,14 +27,9 @@ pub enum Admit {
     Moving(Timestamp),
 }
 
-/// The check of a grant of `key` (acquires, reentries, elections): the map stays pinned
-/// (`unpin` after an attempt that wrote nothing).
-pub fn admit(key: &str) -> Result<Admit, DlockError> {
-    admit_all([key])
-}
-
-/// The check of a grant of every key of `keys` at once (`dlock_acquire_all`): one pin. The
-/// first key refused is the error; busy until the latest gate of any of them opens.
+/// The check of a grant of every key of `keys` at once (acquires, reentries, elections, and
+/// `dlock_acquire_all`'s sets): the map stays pinned (`unpin` after an attempt that wrote
+/// nothing). The first key refused is the error; busy until the latest gate of any opens.
 pub fn admit_all<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Admit, DlockError> {
     state::pin();
     let gates = state::current();

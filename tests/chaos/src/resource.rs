@@ -48,6 +48,26 @@ pub const WRITE: &str =
 /// The server clock as epoch seconds (the same clock dlock uses: one cluster).
 pub const SERVER_NOW: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
 
+/// Creates the resource's database `DATABASE` on the cluster at `port` and installs it there:
+/// the database's connection string (libpq words), and a session on it.
+pub async fn create(port: u16) -> (String, Client) {
+    let session = |url: String| async move {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        Ok::<_, tokio_postgres::Error>(client)
+    };
+    session(format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"))
+        .await
+        .expect("admin session on the resource's cluster")
+        .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
+        .await
+        .expect("CREATE DATABASE");
+    let url = format!("host=127.0.0.1 port={port} user=postgres dbname={DATABASE} connect_timeout=3");
+    let db = session(url.clone()).await.expect("resource session");
+    install(&db).await.expect("install the resource");
+    (url, db)
+}
+
 /// Creates the resource's tables and write function (`resource` is on `DATABASE`).
 pub async fn install(resource: &Client) -> Result<(), tokio_postgres::Error> {
     resource.batch_execute(SCHEMA).await

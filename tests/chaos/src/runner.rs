@@ -140,22 +140,7 @@ async fn set_up(args: &RunArgs) -> World {
     };
     let resource_port = resource_cluster.as_ref().map_or(port, Cluster::port);
     let admin = faults::admin(port).await.expect("admin session");
-    faults::admin(resource_port)
-        .await
-        .expect("admin session on the resource's cluster")
-        .batch_execute(&format!("CREATE DATABASE {}", resource::DATABASE))
-        .await
-        .expect("CREATE DATABASE");
-    let resource_conn = format!(
-        "host=127.0.0.1 port={resource_port} user=postgres dbname={} connect_timeout=3",
-        resource::DATABASE
-    );
-    {
-        let (db, connection) =
-            tokio_postgres::connect(&resource_conn, NoTls).await.expect("resource session");
-        tokio::spawn(connection);
-        resource::install(&db).await.expect("install the resource");
-    }
+    let (resource_conn, _) = resource::create(resource_port).await;
     let proxy = Arc::new(ProxyStats::default());
     let upstream = Arc::new(AtomicU16::new(port));
     let proxy_port = proxy::start(upstream.clone(), args.cut_rate, args.seed ^ 0x5eed, proxy.clone()).await;

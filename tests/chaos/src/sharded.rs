@@ -98,20 +98,7 @@ pub async fn run(args: ShardArgs) -> bool {
             (n.to_string(), url)
         })
         .collect();
-    let resource_port = resource_cluster.port();
-    faults::admin(resource_port)
-        .await
-        .expect("resource admin")
-        .batch_execute(&format!("CREATE DATABASE {}", resource::DATABASE))
-        .await
-        .expect("CREATE DATABASE");
-    let resource_conn = format!(
-        "host=127.0.0.1 port={resource_port} user=postgres dbname={} connect_timeout=3",
-        resource::DATABASE
-    );
-    let (db, connection) = tokio_postgres::connect(&resource_conn, NoTls).await.expect("resource session");
-    tokio::spawn(connection);
-    resource::install(&db).await.expect("install the resource");
+    let (resource_conn, db) = resource::create(resource_cluster.port()).await;
 
     // The first map, installed before any worker starts.
     let map_file = dir.join("map.toml");
