@@ -63,8 +63,10 @@ ALTER TABLE dlock_internal.lease
     ALTER COLUMN owner DROP NOT NULL,
     ALTER COLUMN role DROP NOT NULL,
     ALTER COLUMN holder_pid DROP NOT NULL,
+    -- No CHECK constraints any more (bootstrap.sql says why).
     DROP CONSTRAINT lease_hold_count_check,
-    ADD CONSTRAINT lease_hold_count_check CHECK (hold_count OPERATOR(pg_catalog.>=) 0),
+    DROP CONSTRAINT lease_kind_check,
+    DROP CONSTRAINT lease_max_holders_check,
     ADD CONSTRAINT lease_pkey PRIMARY KEY (key, holder),
     SET (fillfactor = 20);
 DROP INDEX dlock_internal.lease_session_bound;

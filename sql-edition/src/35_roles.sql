@@ -34,9 +34,11 @@ BEGIN
 END
 $$;
 
+-- The caller once, as an InitPlan: in the WHERE clause itself the volatile call ran once per
+-- row of pg_roles (30-odd probes, each a subtransaction, per general-path acquire).
 CREATE FUNCTION dlock_internal.caller_is_superuser() RETURNS pg_catalog.bool
     LANGUAGE sql VOLATILE
-AS $$ SELECT COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid = dlock_internal.caller()), false) $$;
+AS $$ SELECT COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid = (SELECT dlock_internal.caller())), false) $$;
 
 -- Superusers and members of dlock_admin may act on every lease and see every owner.
 CREATE FUNCTION dlock_internal.is_admin(p_role pg_catalog.oid) RETURNS pg_catalog.bool

@@ -152,14 +152,18 @@ $$;
 -- Tells the key's watchers (if any) that it may have become free: a NOTIFY at commit. A probe
 -- of the watch lock, so that keys nobody watches cost no NOTIFY (which serializes commits).
 -- The probe cannot see this session's own watch (a backend's locks never conflict with its
--- own requests): its own LISTEN list can.
+-- own requests): its own LISTEN list can, looked at only in a session that has watched a key
+-- (dlock_sql.watching, set by dlock_internal.watch): a query costs more than the probe.
 CREATE FUNCTION dlock_internal.notify(key pg_catalog.text) RETURNS void
     LANGUAGE plpgsql
 AS $$
 BEGIN
-    IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key))
-       OR dlock_internal.channel(key) IN (SELECT c FROM pg_catalog.pg_listening_channels() AS c) THEN
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.watch_lock(key)) THEN
         PERFORM pg_catalog.pg_notify(dlock_internal.channel(key), '');
+    ELSIF pg_catalog.current_setting('dlock_sql.watching', true) = 'on' THEN
+        IF dlock_internal.channel(key) IN (SELECT c FROM pg_catalog.pg_listening_channels() AS c) THEN
+            PERFORM pg_catalog.pg_notify(dlock_internal.channel(key), '');
+        END IF;
     END IF;
 END
 $$;

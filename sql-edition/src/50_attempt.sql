@@ -173,8 +173,11 @@ BEGIN
         UPDATE dlock_internal.lease AS l
            SET owner = p_owner, role = p_role, fence = attempt.fence, hold_count = 1, acquired_at = now_,
                expires_at = expires, holder_pid = pg_catalog.pg_backend_pid(), kind = p_kind,
-               max_holders = NULL, lock_delay = p_lock_delay, info = p_info
+               lock_delay = p_lock_delay, info = p_info   -- (max_holders: NULL on key rows)
          WHERE l.key = p_key AND l.holder = '';
+        IF pg_catalog.random() < 0.125 THEN
+            PERFORM dlock_internal.sweep_later(p_key);
+        END IF;
     ELSE
         INSERT INTO dlock_internal.lease AS l (key, owner, role, fence, hold_count, acquired_at, expires_at,
                                                holder_pid, kind, max_holders, lock_delay, info, holder)

@@ -198,6 +198,9 @@ DECLARE
 BEGIN
     -- LISTEN takes no parameter: the channel is an identifier made here of hex digits.
     EXECUTE pg_catalog.format('LISTEN %I', channel);
+    -- From now on this session's releases look at its own LISTEN list (notify, 40_locks.sql);
+    -- undone with the LISTEN should this transaction roll back.
+    PERFORM pg_catalog.set_config('dlock_sql.watching', 'on', false);
     -- Waits (not a try): a release's probe holds the watch lock exclusively until it commits.
     IF NOT dlock_internal.holds_advisory(pg_catalog.pg_backend_pid(), dlock_internal.watch_lock(p_key)) THEN
         PERFORM pg_catalog.pg_advisory_lock_shared(dlock_internal.watch_lock(p_key));

@@ -126,18 +126,27 @@ BEGIN
 END
 $$;
 
--- One page per row a grant added; one grant in eight that wrote over a row (a new fence) too.
--- The WHEN clause is bound when the trigger is created, under the installer's search_path:
--- its operators are pg_catalog's by name and its literal typed (the hostile-schema net once
--- caught a plain `random() < 0.125` bound to a trap's <(float8, numeric) there).
+-- One page per row a grant added; one grant in eight that wrote over a row (a new fence) too:
+-- those ask with sweep_later. No WHEN clause: an UPDATE would read and plan one at every
+-- statement (a WHEN on every grant's fence cost 30k instructions per grant on 15).
 CREATE CONSTRAINT TRIGGER sweep_after_insert AFTER INSERT ON dlock_internal.lease
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
     EXECUTE FUNCTION dlock_internal.sweep_at_commit();
-CREATE CONSTRAINT TRIGGER sweep_after_grant AFTER UPDATE OF fence ON dlock_internal.lease
+CREATE CONSTRAINT TRIGGER sweep_after_grant AFTER UPDATE OF max_holders ON dlock_internal.lease
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-    WHEN (OLD.fence OPERATOR(pg_catalog.<>) NEW.fence
-          AND pg_catalog.random() OPERATOR(pg_catalog.<) 0.125::pg_catalog.float8)
     EXECUTE FUNCTION dlock_internal.sweep_at_commit();
+
+-- Asks for a page sweep as this transaction commits, for a grant that wrote over the key row
+-- (one in eight: the caller draws): writes the row's max_holders, NULL on every key row
+-- already, the one column sweep_after_grant is on (no other statement names it). The caller
+-- holds the key lock, and the row is there.
+CREATE FUNCTION dlock_internal.sweep_later(p_key pg_catalog.text) RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    UPDATE dlock_internal.lease AS l SET max_holders = NULL WHERE l.key = p_key AND l.holder = '';
+END
+$$;
 
 -- The whole table: the number of rows deleted. For a pg_cron job
 -- (SELECT cron.schedule('dlock-sweep', '* * * * *', 'SELECT dlock_sweep()')) or the client.

@@ -89,6 +89,17 @@ wait "$first"
 grep -A2 own_watch_locks <<<"$out" | grep -qx ' *1' || fail "the second watcher holds no watch lock of its own: $out"
 grep -q 'Asynchronous notification "dlock_[0-9a-f]\{16\}" received' <<<"$out" ||
   fail "the second watcher heard nothing of the release once the first had left: $out"
+# A watcher that releases the key itself hears of it too: its own watch lock cannot fail its
+# own probe, so a session that has watched looks at its LISTEN list (notify, 40_locks.sql).
+q app_owner "SELECT dlock_acquire('w:own', 'holder', '1 minute')" >/dev/null
+out=$(psql -X -U app_owner -d app 2>&1 <<SQL
+SELECT dlock_watch('w:own') AS channel \gset
+SELECT dlock_release('w:own', 'holder');
+SELECT 'after release';
+SQL
+)
+grep -q 'Asynchronous notification "dlock_[0-9a-f]\{16\}" received' <<<"$out" ||
+  fail "a watcher that released the key itself heard nothing: $out"
 
 # A session-bound lease is live while its own session lives, not while another session holds
 # a session-bound lease of the same key: two shared holders, the first terminated.
