@@ -206,6 +206,7 @@ bench: setup install
 	@bash tests/scripts/clients.sh bench
 	@bash tests/scripts/java.sh bench
 	@BUILD=$(BUILD) bash sql-edition/bench/waiters.sh
+	@BUILD=$(BUILD) bash sql-edition/bench/instructions.sh
 	@bash bench/shards.sh
 
 # Fault injection (tests/chaos/): worker processes (Rust client and raw SQL, some of the latter with

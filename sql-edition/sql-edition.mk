@@ -7,8 +7,9 @@
 #                           the native layout, conformance (Python runner)
 #   make demo-sql           the edition's story in ten seconds on a throwaway cluster, installed
 #                           as a managed service's database owner would (sql-edition/demo.sh)
-#   make bench-sql-edition  pairs/s beside the hand-written table and the native extension,
-#                           hand-off latency and the CPU of 100 parked waiters (make bench too)
+#   make bench-sql-edition  pairs/s beside the hand-written table, the PL/pgSQL floor and the
+#                           native extension, hand-off latency, the CPU of 100 parked waiters,
+#                           and instructions per pair (callgrind) (make bench too)
 .PHONY: sql-edition demo-sql test-sql-edition bench-sql-edition
 
 sql-edition:
@@ -26,3 +27,4 @@ demo-sql:
 
 bench-sql-edition: sql-edition
 	@BUILD=$(BUILD) bash sql-edition/bench/waiters.sh
+	@BUILD=$(BUILD) bash sql-edition/bench/instructions.sh
