@@ -7,14 +7,18 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sqled_cluster churn
 trap sqled_destroy EXIT
+# pgbench_as_owner FILE CLIENTS TRANSACTIONS: FILE (in $SQLED_DIR) run by app_owner.
+pgbench_as_owner() {
+  "$("$PG_CONFIG" --bindir)/pgbench" -n -c "$2" -j "$2" -t "$3" -U app_owner -f "$SQLED_DIR/$1" app >"$SQLED_DIR/pgbench.log" 2>&1 ||
+    { cat "$SQLED_DIR/pgbench.log"; fail "pgbench failed"; }
+}
 q app_owner "UPDATE dlock_internal.settings SET sweep_after = '0'" >/dev/null
 cat >"$SQLED_DIR/fresh.sql" <<'SQL'
 \set k random(1, 1000000000)
 SELECT dlock_acquire('c' || :client_id || ':' || :k, 'o' || :client_id, '30 seconds');
 SELECT dlock_release('c' || :client_id || ':' || :k, 'o' || :client_id);
 SQL
-"$("$PG_CONFIG" --bindir)/pgbench" -n -c 4 -j 4 -t 5000 -U app_owner -f "$SQLED_DIR/fresh.sql" app >"$SQLED_DIR/pgbench.log" 2>&1 ||
-  { cat "$SQLED_DIR/pgbench.log"; fail "pgbench failed"; }
+pgbench_as_owner fresh.sql 4 5000
 rows=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
 pages=$(q app_owner "SELECT pg_relation_size('dlock_internal.lease') / 8192")
 echo "churn: 20000 keys taken and released: $rows rows left on $pages pages"
@@ -31,8 +35,7 @@ echo "churn: dlock_sweep() left the one live lease"
 # (The table first back to one page: the churn above left it on thousands, nearly empty.)
 q app_owner "VACUUM FULL dlock_internal.lease" >/dev/null
 q app_owner "UPDATE dlock_internal.settings SET sweep_after = '1 hour'" >/dev/null
-"$("$PG_CONFIG" --bindir)/pgbench" -n -c 2 -j 2 -t 1000 -U app_owner -f "$SQLED_DIR/fresh.sql" app >"$SQLED_DIR/pgbench.log" 2>&1 ||
-  { cat "$SQLED_DIR/pgbench.log"; fail "pgbench failed"; }
+pgbench_as_owner fresh.sql 2 1000
 before=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
 [ "$before" -gt 1900 ] || fail "the rows of the keys taken once went before they were due: $before left"
 q app_owner "UPDATE dlock_internal.settings SET sweep_after = '0'" >/dev/null
@@ -40,8 +43,7 @@ cat >"$SQLED_DIR/reuse.sql" <<'SQL'
 SELECT dlock_acquire('again:' || :client_id, 'o' || :client_id, '30 seconds');
 SELECT dlock_release('again:' || :client_id, 'o' || :client_id);
 SQL
-"$("$PG_CONFIG" --bindir)/pgbench" -n -c 2 -j 2 -t 1000 -U app_owner -f "$SQLED_DIR/reuse.sql" app >"$SQLED_DIR/pgbench.log" 2>&1 ||
-  { cat "$SQLED_DIR/pgbench.log"; fail "pgbench failed"; }
+pgbench_as_owner reuse.sql 2 1000
 after=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
 pages=$(q app_owner "SELECT pg_relation_size('dlock_internal.lease') / 8192")
 echo "churn: 2000 grants of 2 keys used again swept the rows of keys taken once: $before rows, then $after ($pages pages)"
