@@ -41,6 +41,11 @@ SELECT dlock_release_all('o2');
 SELECT dlock_acquire('armed:b', 'o4', NULL);
 SELECT dlock_release('armed:b', 'o4');
 SELECT dlock_renew('armed:b', 'o4', '1 minute');
+-- A key taken again and again, its row written over in place; random() seeded, so that the
+-- same grants among these ask for a page sweep at commit (sweep_later) in every run.
+SELECT pg_catalog.setseed('0.25'::pg_catalog.float8);
+SELECT dlock_acquire('armed:again', 'o5', '1 minute'), dlock_release('armed:again', 'o5')
+  FROM pg_catalog.generate_series(1, 32);
 -- Unarmed, written against pg_catalog: every lock this session took is let go by now
 -- (regress.sh checks the line).
 SET dlock_trap.armed = off;
