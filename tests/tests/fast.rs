@@ -364,6 +364,12 @@ async fn a_crash_restart_holds_fast_keys_back_and_fences_keep_growing() {
     let sent =
         std::process::Command::new("kill").args(["-KILL", &victim.pid().to_string()]).status().unwrap();
     assert!(sent.success());
+    // A probe could connect before the postmaster has even reaped the victim; the crash restart
+    // has happened once it ended every other session, `s` among them.
+    eventually(Duration::from_secs(30), "the crash restart ends the other sessions", || async {
+        s.client().query_one("SELECT 1", &[]).await.is_err()
+    })
+    .await;
     eventually(Duration::from_secs(30), "the server is back after the crash restart", || async {
         let mut config = tokio_postgres::Config::new();
         config.host("127.0.0.1").port(cluster.port()).user("postgres").dbname("postgres");
