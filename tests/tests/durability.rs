@@ -2,7 +2,9 @@
 //! immediate`), fences keep growing across it, and session-bound leases end with it.
 //! Each test crashes a cluster of its own.
 
-use dlock_tests::{Cluster, key, owner};
+use std::time::Duration;
+
+use dlock_tests::{Cluster, NoTls, key, owner};
 
 #[tokio::test]
 async fn ttl_lease_survives_a_crash_and_fences_keep_growing() {
@@ -63,4 +65,67 @@ async fn session_bound_lease_ends_with_a_crash() {
     let next = s.try_acquire(&bound, &owner(T, "other"), "10s").await.unwrap();
     assert!(next.is_some_and(|f| f > bound_fence), "next grant {next:?} after {bound_fence}");
     assert!(s.holds(&timed, timed_fence).await.unwrap(), "the TTL lease survived");
+}
+
+/// A transaction that only released commits without waiting for its WAL (a lost release only
+/// lets the lease run to its TTL), and the session's own `synchronous_commit` is back for the
+/// next one. With a synchronous standby that never connects, a commit that waits for it waits
+/// forever: a release must not, the session's next grant must (and so must a transaction that
+/// granted and released).
+#[tokio::test]
+async fn a_release_alone_commits_without_waiting_and_the_next_grant_waits_again() {
+    const T: &str = "a_release_alone_commits_without_waiting_and_the_next_grant_waits_again";
+    let cluster = Cluster::start_new("durability-release", &[]);
+    let (k, o) = (key(T, "k"), owner(T, "o"));
+    let granter = cluster.connect().await;
+    granter.batch_execute("SET synchronous_commit = local").await.unwrap();
+    // After the extension is created (its commit would wait too).
+    granter.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'").await.unwrap();
+    granter.batch_execute("SELECT pg_catalog.pg_reload_conf()").await.unwrap();
+    let releaser = cluster.connect().await;
+    let patience = Duration::from_secs(20);
+
+    for round in 0..3 {
+        assert!(granter.try_acquire(&k, &o, "1 hour").await.unwrap().is_some(), "round {round}");
+        let released = tokio::time::timeout(patience, releaser.release(&k, &o)).await;
+        assert!(released.expect("the release waited for the standby").unwrap(), "round {round}");
+    }
+    // In a transaction block too, and the setting reads the same inside and after it.
+    granter.try_acquire(&k, &o, "1 hour").await.unwrap().unwrap();
+    let block = async {
+        releaser.batch_execute("BEGIN").await?;
+        let inside: String = releaser.query_one("SHOW synchronous_commit", &[]).await?.get(0);
+        let released: bool = releaser.query_one("SELECT dlock_release($1, $2)", &[&k, &o]).await?.get(0);
+        releaser.batch_execute("COMMIT").await?;
+        Ok::<_, dlock_tests::Error>((inside, released))
+    };
+    let (inside, released) = tokio::time::timeout(patience, block).await.expect("the block waited").unwrap();
+    assert_eq!((inside.as_str(), released), ("on", true));
+    let after: String = releaser.query_one("SHOW synchronous_commit", &[]).await.unwrap().get(0);
+    assert_eq!(after, "on", "the session's own setting is back");
+
+    // The session's next grant waits for the standby again.
+    let cancel = releaser.cancel_token();
+    let (k2, o2) = (key(T, "second"), owner(T, "o2"));
+    let grant =
+        tokio::spawn(async move { releaser.try_acquire(&k2, &o2, "1 hour").await.map(|f| (f, releaser)) });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!grant.is_finished(), "a grant after a release committed without waiting for the standby");
+    cancel.cancel_query(NoTls).await.unwrap();
+    let (fence, releaser) = grant.await.unwrap().expect("a cancelled wait for the standby still commits");
+    assert!(fence.is_some());
+    // So does a transaction that granted and released.
+    granter.try_acquire(&k, &o, "1 hour").await.unwrap().unwrap();
+    let cancel = releaser.cancel_token();
+    let (k3, o3) = (key(T, "third"), owner(T, "o3"));
+    let mixed = tokio::spawn(async move {
+        releaser.batch_execute("BEGIN").await?;
+        releaser.query_one("SELECT dlock_try_acquire($1, $2, '1 hour')", &[&k3, &o3]).await?;
+        let released: bool = releaser.query_one("SELECT dlock_release($1, $2)", &[&k, &o]).await?.get(0);
+        releaser.batch_execute("COMMIT").await.map(|()| released)
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!mixed.is_finished(), "a transaction that also granted committed without waiting");
+    cancel.cancel_query(NoTls).await.unwrap();
+    assert!(mixed.await.unwrap().unwrap(), "released in the mixed transaction");
 }

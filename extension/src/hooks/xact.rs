@@ -50,6 +50,8 @@ fn pre_prepare() {
 }
 
 fn commit() {
+    // 0. The commit is written: the session's synchronous_commit is back.
+    durability::at_end();
     // 1. Watches taken or ended in this transaction take effect, as their LISTEN/UNLISTEN did.
     watchers::at_end(true);
     // 2. Grants this transaction wrote for waiting heads become theirs, before the heads wake.
@@ -87,7 +89,7 @@ fn abort(prepare: bool) {
     stats::at_end(false);
     elections::at_abort();
     wakeups::at_abort();
-    durability::at_abort();
+    durability::at_end();
     if !prepare {
         session::at_end(false);
     }

@@ -25,12 +25,6 @@ pub unsafe fn set_saved_superuser(name: &CStr, value: &str) {
     unsafe { set(name, &value, pg_sys::GucContext::PGC_SUSET, pg_sys::GucAction::GUC_ACTION_SAVE) }
 }
 
-/// Sets `name` to `value` for the rest of the transaction (`SET LOCAL`).
-pub fn set_local(name: &CStr, value: &CStr) {
-    // SAFETY: a transaction-local setting.
-    unsafe { set(name, value, pg_sys::GucContext::PGC_USERSET, pg_sys::GucAction::GUC_ACTION_LOCAL) }
-}
-
 /// # Safety
 /// A saved setting needs the caller's nest level (see [`set_saved`]).
 unsafe fn set(name: &CStr, value: &CStr, context: pg_sys::GucContext::Type, action: pg_sys::GucAction::Type) {
