@@ -162,3 +162,61 @@ async fn the_lock_cycle_on_a_key_updates_its_row_in_place() {
     assert_eq!(hot, updates, "each update HOT");
     assert_eq!(deletes, 0, "nothing deleted");
 }
+
+/// A release reads first the version of the key's row that its session's grant wrote, and uses
+/// it only while it is the key's current row: not once another session changed the key, not
+/// once the row is gone and its place holds another key's row, not in a table made again.
+#[tokio::test]
+async fn a_release_trusts_the_row_its_session_wrote_only_while_it_stands() {
+    const T: &str = "a_release_trusts_the_row_its_session_wrote_only_while_it_stands";
+    let cluster = Cluster::start_new("direct-path-last-row", &[]);
+    let (a, b) = (cluster.connect().await, cluster.connect().await);
+    let o = owner(T, "o");
+    let ctid = |k: String| {
+        let b = &b;
+        async move {
+            let row = b
+                .query_one(
+                    "SELECT ctid::text FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1",
+                    &[&k],
+                )
+                .await
+                .unwrap();
+            row.get::<_, String>(0)
+        }
+    };
+
+    // Another session released the lease and granted the key to another owner.
+    let k = key(T, "changed");
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+    assert!(b.release(&k, &o).await.unwrap());
+    let other = owner(T, "other");
+    let fence = b.try_acquire(&k, &other, "30s").await.unwrap().expect("granted to the other owner");
+    assert!(!a.release(&k, &o).await.unwrap(), "the lease was released already");
+    assert!(b.holds(&k, fence).await.unwrap(), "the other owner's lease stands");
+
+    // The row went, and its place on the page holds another key's row of the same owner.
+    let (gone, taker) = (key(T, "gone"), key(T, "taker"));
+    // Dead versions cleared first: the page's lowest free place is then the one `gone` takes,
+    // and again once it is gone.
+    b.batch_execute("VACUUM dlock_internal.lease").await.unwrap();
+    a.try_acquire(&gone, &o, "30s").await.unwrap().expect("granted");
+    let place = ctid(gone.clone()).await;
+    b.execute("DELETE FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1", &[&gone])
+        .await
+        .unwrap();
+    b.batch_execute("VACUUM dlock_internal.lease").await.unwrap();
+    let fence = b.try_acquire(&taker, &o, "30s").await.unwrap().expect("granted");
+    assert_eq!(ctid(taker.clone()).await, place, "the new row took the freed place");
+    assert!(!a.release(&gone, &o).await.unwrap(), "no lease of that key any more");
+    assert!(b.holds(&taker, fence).await.unwrap(), "the other key's lease stands");
+    assert!(a.release(&taker, &o).await.unwrap(), "released by its owner");
+
+    // The table made again, smaller than the place the session remembers.
+    let k = key(T, "recreated");
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+    b.batch_execute("DROP EXTENSION dlock; CREATE EXTENSION dlock SCHEMA public").await.unwrap();
+    assert!(!a.release(&k, &o).await.unwrap(), "nothing to release in the new table");
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted in the new table");
+    assert!(a.release(&k, &o).await.unwrap());
+}

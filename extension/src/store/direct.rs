@@ -27,6 +27,15 @@ use pgrx::{FromDatum, IntoDatum};
 
 const COLUMNS: usize = row::COLUMNS.len();
 
+thread_local! {
+    /// Where this session last wrote a key row: the key, and the row version it wrote. A
+    /// release of that key (the second half of a pair) reads that version first, one heap
+    /// fetch instead of an index scan; whatever became of it since (written over, pruned, rolled
+    /// back, another table) it is used only if still visible and still that key's row.
+    static LAST_KEY_ROW: std::cell::RefCell<Option<(String, pg_sys::ItemPointerData)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// The direct path does not apply; use the SQL statement.
 pub struct Fallback;
 
@@ -162,8 +171,47 @@ impl Table {
         self.rows(key, Some(holder)).pop()
     }
 
+    /// The key row of `key`, read at the version this session last wrote if that is still
+    /// the visible one (see `LAST_KEY_ROW`), else found through the primary key.
+    fn key_row(&self, key: &str) -> Option<Found> {
+        let cached = LAST_KEY_ROW.with(|last| match &*last.borrow() {
+            Some((k, tid)) if k == key => Some(*tid),
+            _ => None,
+        });
+        cached.and_then(|tid| self.fetch(tid, key)).or_else(|| self.row(key, KEY_ROW))
+    }
+
+    /// The row version at `tid` if it is visible and is the key row of `key`.
+    fn fetch(&self, mut tid: pg_sys::ItemPointerData, key: &str) -> Option<Found> {
+        // SAFETY: a fetch of one row version through the table's access method with a
+        // registered snapshot, as the executor's TID scan does; the block is checked to exist
+        // first (a truncation needs a lock that conflicts with ours). The slot and snapshot are
+        // released before returning.
+        unsafe {
+            let fetch_row_version = (*(*self.rel).rd_tableam).tuple_fetch_row_version?;
+            let block = u32::from(tid.ip_blkid.bi_hi) << 16 | u32::from(tid.ip_blkid.bi_lo);
+            let blocks = pg_sys::RelationGetNumberOfBlocksInFork(self.rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+            if block >= blocks {
+                return None;
+            }
+            pg_sys::CommandCounterIncrement();
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
+            let mut found = None;
+            if fetch_row_version(self.rel, &mut tid, snapshot, slot) {
+                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                if column::<&str>(slot, KEY) == Some(key) && column::<&str>(slot, HOLDER) == Some(KEY_ROW) {
+                    found = Some(found_in(slot));
+                }
+            }
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::UnregisterSnapshot(snapshot);
+            found
+        }
+    }
+
     /// Inserts a row with its index entry (the primary key still checks uniqueness).
-    fn insert(&self, values: &mut [Datum; COLUMNS], nulls: &mut [bool; COLUMNS]) {
+    fn insert(&self, values: &mut [Datum; COLUMNS], nulls: &mut [bool; COLUMNS]) -> pg_sys::ItemPointerData {
         // SAFETY: a tuple of the table's own descriptor, inserted with its index entry, as
         // ExecInsert does.
         unsafe {
@@ -171,12 +219,19 @@ impl Table {
             pg_sys::simple_heap_insert(self.rel, tuple);
             self.index(tuple, values);
             pg_sys::CommandCounterIncrement();
+            (*tuple).t_self
         }
     }
 
     /// Writes a new version of `row` with `values`: in place on its page when it fits (a HOT
     /// update, no index entry), else with the new version's index entry.
-    fn update(&self, row: &Found, values: &mut [Datum; COLUMNS], nulls: &mut [bool; COLUMNS]) {
+    /// Where the new version is.
+    fn update(
+        &self,
+        row: &Found,
+        values: &mut [Datum; COLUMNS],
+        nulls: &mut [bool; COLUMNS],
+    ) -> pg_sys::ItemPointerData {
         // SAFETY: the row we just read, which nobody else writes (we hold its key lock); a tuple
         // of the table's own descriptor.
         unsafe {
@@ -186,6 +241,7 @@ impl Table {
                 self.index(tuple, values);
             }
             pg_sys::CommandCounterIncrement();
+            (*tuple).t_self
         }
     }
 
@@ -349,12 +405,16 @@ fn lease_row(table: &Table, new: &NewLease, holder: &str) -> ([Datum; COLUMNS], 
 fn write(table: &Table, new: &NewLease, slot: Slot, existing: Option<&Found>) -> i64 {
     let holder = slot.holder(new.owner);
     let (mut values, mut nulls, fence) = lease_row(table, new, holder);
-    match existing {
+    let tid = match existing {
         Some(row) => table.update(row, &mut values, &mut nulls),
         None => {
-            table.insert(&mut values, &mut nulls);
+            let tid = table.insert(&mut values, &mut nulls);
             super::sweep::row_added();
+            tid
         }
+    };
+    if holder == KEY_ROW {
+        wrote_key_row(new.key, tid);
     }
     fence
 }
@@ -404,11 +464,12 @@ pub fn release_last_hold(
         (ours && only.is_none_or(|only| only == lease.kind)).then_some(lease.kind)
     };
     let mut released = None;
-    if let Some(row) = table.row(key, KEY_ROW)
+    if let Some(row) = table.key_row(key)
         && let Some(kind) = last_hold(&row)
     {
         let (mut values, mut nulls) = freed(key, &row, now);
-        table.update(&row, &mut values, &mut nulls);
+        let tid = table.update(&row, &mut values, &mut nulls);
+        wrote_key_row(key, tid);
         released = Some(kind);
     } else if let Some(row) = table.row(key, owner)
         && let Some(kind) = last_hold(&row)
@@ -436,6 +497,14 @@ pub fn delete_row_if(
     });
     table.close();
     Ok(deleted)
+}
+
+/// Notes where this session wrote `key`'s key row (see `LAST_KEY_ROW`).
+fn wrote_key_row(key: &str, tid: pg_sys::ItemPointerData) {
+    LAST_KEY_ROW.with(|last| match &mut *last.borrow_mut() {
+        Some((k, t)) if k == key => *t = tid,
+        other => *other = Some((key.to_owned(), tid)),
+    });
 }
 
 /// The columns of key row `row` of `key` once free (at `now`): nobody's, no hold; its kind,
