@@ -39,10 +39,13 @@ thread_local! {
 /// The direct path does not apply; use the SQL statement.
 pub struct Fallback;
 
-/// The lease table and its primary key, opened until the transaction ends.
+/// The lease table, opened until the transaction ends, and its primary key, opened (and
+/// locked) when first used: a release that finds its row by a heap fetch never touches it.
 struct Table {
     rel: pg_sys::Relation,
-    pkey: pg_sys::Relation,
+    pkey_oid: Oid,
+    pkey: std::cell::Cell<Option<pg_sys::Relation>>,
+    lock: pg_sys::LOCKMODE,
     sequence: Oid,
 }
 
@@ -116,18 +119,24 @@ impl Table {
             let lock = if write { pg_sys::RowExclusiveLock } else { pg_sys::AccessShareLock } as i32;
             let Relations { table, pkey, sequence, .. } = relations()?;
             let rel = pg_sys::table_open(table, lock);
-            let indexes = pg_sys::RelationGetIndexList(rel);
-            let oids: Vec<Oid> = match indexes.as_ref() {
-                None => Vec::new(),
-                Some(list) => (0..list.length as usize).map(|i| (*list.elements.add(i)).oid_value).collect(),
-            };
-            pg_sys::list_free(indexes);
-            if oids != [pkey] {
+            if !only_index_is(rel, pkey) {
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return Err(Fallback);
             }
-            Ok(Table { rel, pkey: pg_sys::index_open(pkey, lock), sequence })
+            Ok(Table { rel, pkey_oid: pkey, pkey: std::cell::Cell::new(None), lock, sequence })
         }
+    }
+
+    /// The primary key, opened with the table's lock mode on first use.
+    fn pkey(&self) -> pg_sys::Relation {
+        if let Some(pkey) = self.pkey.get() {
+            return pkey;
+        }
+        // SAFETY: an index of the open table (checked in `open`), locked as the executor locks
+        // the indexes of a table it reads or writes; closed in `close`.
+        let pkey = unsafe { pg_sys::index_open(self.pkey_oid, self.lock) };
+        self.pkey.set(Some(pkey));
+        pkey
     }
 
     /// The visible rows of `key` (of its holder `holder`, if given), with every column.
@@ -152,7 +161,7 @@ impl Table {
                     value.into_datum().expect("text datum"),
                 );
             }
-            let scan = version::index_beginscan(self.rel, self.pkey, snapshot, n as i32);
+            let scan = version::index_beginscan(self.rel, self.pkey(), snapshot, n as i32);
             pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), n as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
             while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
@@ -262,17 +271,18 @@ impl Table {
     unsafe fn index(&self, tuple: pg_sys::HeapTuple, values: &[Datum; COLUMNS]) {
         let mut key = [values[KEY], values[HOLDER]];
         let mut nulls = [false; 2];
+        let pkey = self.pkey();
         // SAFETY: as the caller promised; the index's two columns, never NULL.
         unsafe {
             pg_sys::index_insert(
-                self.pkey,
+                pkey,
                 key.as_mut_ptr(),
                 nulls.as_mut_ptr(),
                 &mut (*tuple).t_self,
                 self.rel,
                 pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES,
                 false,
-                pg_sys::BuildIndexInfo(self.pkey),
+                pg_sys::BuildIndexInfo(pkey),
             );
         }
     }
@@ -280,9 +290,33 @@ impl Table {
     fn close(self) {
         // SAFETY: closes what `open` opened; the locks stay until the transaction ends.
         unsafe {
-            pg_sys::index_close(self.pkey, pg_sys::NoLock as i32);
+            if let Some(pkey) = self.pkey.get() {
+                pg_sys::index_close(pkey, pg_sys::NoLock as i32);
+            }
             pg_sys::table_close(self.rel, pg_sys::NoLock as i32);
         }
+    }
+}
+
+/// Whether `pkey` is the one index of open relation `rel`: read from the relation cache's list
+/// when it is valid (as `RelationGetIndexList` does, without copying it), else built by it.
+///
+/// # Safety
+/// `rel` is open and locked.
+unsafe fn only_index_is(rel: pg_sys::Relation, pkey: Oid) -> bool {
+    // SAFETY: as the caller promised; the list belongs to the relation cache entry, which our
+    // lock keeps from being rebuilt while we read it, or is our own copy, freed here.
+    unsafe {
+        let is_only = |list: *mut pg_sys::List| {
+            list.as_ref().is_some_and(|l| l.length == 1 && (*l.elements).oid_value == pkey)
+        };
+        if (*rel).rd_indexvalid {
+            return is_only((*rel).rd_indexlist);
+        }
+        let indexes = pg_sys::RelationGetIndexList(rel);
+        let only = is_only(indexes);
+        pg_sys::list_free(indexes);
+        only
     }
 }
 
