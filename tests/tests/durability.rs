@@ -109,10 +109,13 @@ async fn a_release_alone_commits_without_waiting_and_the_next_grant_waits_again(
     let (k2, o2) = (key(T, "second"), owner(T, "o2"));
     let grant =
         tokio::spawn(async move { releaser.try_acquire(&k2, &o2, "1 hour").await.map(|f| (f, releaser)) });
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!grant.is_finished(), "a grant after a release committed without waiting for the standby");
-    cancel.cancel_query(NoTls).await.unwrap();
-    let (fence, releaser) = grant.await.unwrap().expect("a cancelled wait for the standby still commits");
+    let (fence, releaser) = waits_for_the_standby(
+        grant,
+        cancel,
+        "a grant after a release committed without waiting for the standby",
+    )
+    .await
+    .expect("a cancelled wait for the standby still commits");
     assert!(fence.is_some());
     // So does a transaction that granted and released.
     granter.try_acquire(&k, &o, "1 hour").await.unwrap().unwrap();
@@ -124,8 +127,20 @@ async fn a_release_alone_commits_without_waiting_and_the_next_grant_waits_again(
         let released: bool = releaser.query_one("SELECT dlock_release($1, $2)", &[&k, &o]).await?.get(0);
         releaser.batch_execute("COMMIT").await.map(|()| released)
     });
+    let released =
+        waits_for_the_standby(mixed, cancel, "a transaction that also granted committed without waiting");
+    assert!(released.await.unwrap(), "released in the mixed transaction");
+}
+
+/// Asserts that `task`, whose commit has no standby to wait for, is still waiting after 2 s
+/// (else fails with `what`), then cancels the wait (the commit stays) and returns what it gave.
+async fn waits_for_the_standby<T>(
+    task: tokio::task::JoinHandle<T>,
+    cancel: tokio_postgres::CancelToken,
+    what: &str,
+) -> T {
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!mixed.is_finished(), "a transaction that also granted committed without waiting");
+    assert!(!task.is_finished(), "{what}");
     cancel.cancel_query(NoTls).await.unwrap();
-    assert!(mixed.await.unwrap().unwrap(), "released in the mixed transaction");
+    task.await.unwrap()
 }

@@ -141,38 +141,35 @@ impl Table {
 
     /// The visible rows of `key` (of its holder `holder`, if given), with every column.
     fn rows(&self, key: &str, holder: Option<&str>) -> Vec<Found> {
-        let mut rows = Vec::new();
-        // SAFETY: an index scan on the primary key with a registered snapshot, as the executor
-        // does; the slot and scan are released before returning (an error releases them with
-        // the transaction's resources). Each row is read out of the slot before it goes.
-        unsafe {
-            pg_sys::CommandCounterIncrement();
-            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            // The primary key is (key, holder): equality on the key, and on the holder if given.
-            let mut scankeys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
-            let values = [Some(key), holder];
-            let n = values.iter().flatten().count();
-            for (i, value) in values.iter().flatten().enumerate() {
-                pg_sys::ScanKeyInit(
-                    &mut scankeys[i],
-                    (i + 1) as pg_sys::AttrNumber,
-                    pg_sys::BTEqualStrategyNumber as u16,
-                    pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-                    value.into_datum().expect("text datum"),
-                );
+        read_latest(self.rel, |snapshot, slot| {
+            let mut rows = Vec::new();
+            // SAFETY: an index scan on the primary key with the registered snapshot, as the
+            // executor does; ended before returning (an error ends it with the transaction's
+            // resources). Each row is read out of the slot before the next replaces it.
+            unsafe {
+                // The primary key is (key, holder): equality on the key, and on the holder if given.
+                let mut scankeys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
+                let values = [Some(key), holder];
+                let n = values.iter().flatten().count();
+                for (i, value) in values.iter().flatten().enumerate() {
+                    pg_sys::ScanKeyInit(
+                        &mut scankeys[i],
+                        (i + 1) as pg_sys::AttrNumber,
+                        pg_sys::BTEqualStrategyNumber as u16,
+                        pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                        value.into_datum().expect("text datum"),
+                    );
+                }
+                let scan = version::index_beginscan(self.rel, self.pkey(), snapshot, n as i32);
+                pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), n as i32, std::ptr::null_mut(), 0);
+                while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                    pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                    rows.push(found_in(slot));
+                }
+                pg_sys::index_endscan(scan);
             }
-            let scan = version::index_beginscan(self.rel, self.pkey(), snapshot, n as i32);
-            pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), n as i32, std::ptr::null_mut(), 0);
-            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
-                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                rows.push(found_in(slot));
-            }
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-            pg_sys::index_endscan(scan);
-            pg_sys::UnregisterSnapshot(snapshot);
-        }
-        rows
+            rows
+        })
     }
 
     /// The row of `key` and `holder`, if any.
@@ -192,34 +189,33 @@ impl Table {
 
     /// The row version at `tid` if it is visible and is the key row of `key`.
     fn fetch(&self, mut tid: pg_sys::ItemPointerData, key: &str) -> Option<Found> {
-        // SAFETY: a fetch of one row version through the table's access method with a
-        // registered snapshot, as the executor's TID scan does; the block is checked to exist
-        // first (a truncation needs a lock that conflicts with ours). The slot and snapshot are
-        // released before returning.
-        unsafe {
-            let fetch_row_version = (*(*self.rel).rd_tableam).tuple_fetch_row_version?;
-            let block = u32::from(tid.ip_blkid.bi_hi) << 16 | u32::from(tid.ip_blkid.bi_lo);
-            let blocks = pg_sys::RelationGetNumberOfBlocksInFork(self.rel, pg_sys::ForkNumber::MAIN_FORKNUM);
-            if block >= blocks {
-                return None;
-            }
-            pg_sys::CommandCounterIncrement();
-            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            let mut found = None;
-            if fetch_row_version(self.rel, &mut tid, snapshot, slot) {
-                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                if column::<&str>(slot, KEY) == Some(key) && column::<&str>(slot, HOLDER) == Some(KEY_ROW) {
-                    found = Some(found_in(slot));
-                }
-            }
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-            pg_sys::UnregisterSnapshot(snapshot);
-            found
+        // SAFETY: the table's access method routine lives as long as the backend; the block is
+        // checked to exist before it is read (as the executor's TID scan does; a truncation
+        // needs a lock that conflicts with ours).
+        let fetch_row_version = unsafe { (*(*self.rel).rd_tableam).tuple_fetch_row_version }?;
+        let (block, _) = pgrx::itemptr::item_pointer_get_both(tid);
+        // SAFETY: an open relation; its size comes from the storage manager.
+        if block
+            >= unsafe { pg_sys::RelationGetNumberOfBlocksInFork(self.rel, pg_sys::ForkNumber::MAIN_FORKNUM) }
+        {
+            return None;
         }
+        read_latest(self.rel, |snapshot, slot| {
+            // SAFETY: a fetch of one row version with the registered snapshot into the table's
+            // slot, read out of it before it goes.
+            unsafe {
+                if !fetch_row_version(self.rel, &mut tid, snapshot, slot) {
+                    return None;
+                }
+                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+            }
+            (column::<&str>(slot, KEY) == Some(key) && column::<&str>(slot, HOLDER) == Some(KEY_ROW))
+                .then(|| found_in(slot))
+        })
     }
 
-    /// Inserts a row with its index entry (the primary key still checks uniqueness).
+    /// Inserts a row with its index entry (the primary key still checks uniqueness); where it
+    /// is.
     fn insert(&self, values: &mut [Datum; COLUMNS], nulls: &mut [bool; COLUMNS]) -> pg_sys::ItemPointerData {
         // SAFETY: a tuple of the table's own descriptor, inserted with its index entry, as
         // ExecInsert does.
@@ -233,8 +229,8 @@ impl Table {
     }
 
     /// Writes a new version of `row` with `values`: in place on its page when it fits (a HOT
-    /// update, no index entry), else with the new version's index entry.
-    /// Where the new version is.
+    /// update, no index entry), else with the new version's index entry. Returns where the new
+    /// version is.
     fn update(
         &self,
         row: &Found,
@@ -561,6 +557,26 @@ fn freed(key: &str, row: &Found, now: Timestamp) -> ([Datum; COLUMNS], [bool; CO
     (values, nulls)
 }
 
+/// Runs `f` with the latest snapshot, taken after a command counter increment so that this
+/// transaction's own changes are seen (as `pg/spi.rs` reads), and a slot of `rel`: both
+/// registered for the call and released after it (an error releases them with the
+/// transaction's resources).
+fn read_latest<R>(
+    rel: pg_sys::Relation,
+    f: impl FnOnce(pg_sys::Snapshot, *mut pg_sys::TupleTableSlot) -> R,
+) -> R {
+    // SAFETY: inside a transaction, on an open relation; what is made here is released here.
+    unsafe {
+        pg_sys::CommandCounterIncrement();
+        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let result = f(snapshot, slot);
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::UnregisterSnapshot(snapshot);
+        result
+    }
+}
+
 fn item_pointer(page: u32, offset: u16) -> pg_sys::ItemPointerData {
     pg_sys::ItemPointerData {
         ip_blkid: pg_sys::BlockIdData { bi_hi: (page >> 16) as u16, bi_lo: page as u16 },
@@ -624,37 +640,34 @@ impl Pages {
         ) else {
             return;
         };
-        // SAFETY: a table AM scan with a registered snapshot, as the executor's TID range and
-        // sequential scans do; released before returning (an error releases it with the
-        // transaction's resources).
-        unsafe {
-            pg_sys::CommandCounterIncrement();
-            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            let kind = if page.is_some() {
-                pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN
-            } else {
-                pg_sys::ScanOptions::SO_TYPE_SEQSCAN
-            };
-            let flags = kind | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
-            let scan = begin(self.rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
-            if let Some(page) = page {
-                let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
-                set_range(scan, &mut first, &mut last);
+        read_latest(self.rel, |snapshot, slot| {
+            // SAFETY: a table AM scan with the registered snapshot, as the executor's TID range
+            // and sequential scans do; ended before returning (an error ends it with the
+            // transaction's resources).
+            unsafe {
+                let kind = if page.is_some() {
+                    pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN
+                } else {
+                    pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+                };
+                let flags = kind | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+                let scan = begin(self.rel, snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
+                if let Some(page) = page {
+                    let (mut first, mut last) = (item_pointer(page, 1), item_pointer(page, u16::MAX));
+                    set_range(scan, &mut first, &mut last);
+                }
+                let direction = pg_sys::ScanDirection::ForwardScanDirection;
+                while if page.is_some() {
+                    next_in_range(scan, direction, slot)
+                } else {
+                    next(scan, direction, slot)
+                } {
+                    pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
+                    f(slot);
+                }
+                end(scan);
             }
-            let slot = pg_sys::table_slot_create(self.rel, std::ptr::null_mut());
-            let direction = pg_sys::ScanDirection::ForwardScanDirection;
-            while if page.is_some() {
-                next_in_range(scan, direction, slot)
-            } else {
-                next(scan, direction, slot)
-            } {
-                pg_sys::slot_getsomeattrs_int(slot, COLUMNS as i32);
-                f(slot);
-            }
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-            end(scan);
-            pg_sys::UnregisterSnapshot(snapshot);
-        }
+        });
     }
 
     /// Tells the free space map how much room heap page `page` has now. The scan that read it
