@@ -5,12 +5,16 @@
 //! work, fast mode says why it is off, settings are read from the first library's, and the first
 //! library's fast leases are untouched.
 //!
-//! A binary of its own: it swaps the installed library for a moment.
+//! A binary of its own: it swaps the installed library for a moment, and its two tests take
+//! turns (`LIBRARY`), so that the copy of the second never reads the swapped-in file.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use dlock_tests::{Cluster, SqlState, expect_sqlstate};
+
+/// Held by each test while it uses the installed `dlock.so`.
+static LIBRARY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const PRELOAD: &str = "shared_preload_libraries = 'dlock'";
 const FAST_DELAY: &str = "dlock.fast_max_ttl = 1";
@@ -57,6 +61,7 @@ async fn fast_acquire(
 
 #[tokio::test]
 async fn a_preloaded_server_keeps_its_library_until_restart() {
+    let _turn = LIBRARY.lock().await;
     let cluster = Cluster::start_new("library-swap", &[PRELOAD, FAST_DELAY]);
     let before = cluster.connect().await;
     assert!(before.try_acquire("k", "o", "1 hour").await.unwrap().is_some());
@@ -94,6 +99,7 @@ impl Drop for Copy {
 
 #[tokio::test]
 async fn a_second_dlock_library_in_a_backend_runs_without_shared_memory() {
+    let _turn = LIBRARY.lock().await;
     let cluster = Cluster::start_new("library-second", &[PRELOAD, FAST_DELAY]);
     let copy = Copy(pkglibdir().join("dlock_second_copy.so"));
     std::fs::copy(pkglibdir().join("dlock.so"), &copy.0).expect("copy dlock.so");
