@@ -220,3 +220,126 @@ async fn a_release_trusts_the_row_its_session_wrote_only_while_it_stands() {
     a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted in the new table");
     assert!(a.release(&k, &o).await.unwrap());
 }
+
+const PRELOAD: &str = "shared_preload_libraries = 'dlock'";
+
+/// `try_acquire(key, owner)` in a transaction of its own, and how many scans of the lease
+/// table's primary key it made (this transaction's pending statistics, which PostgreSQL sends
+/// on only between transactions).
+async fn try_acquire_counting_scans(s: &Session, key: &str, owner: &str) -> (i64, Option<i64>) {
+    const SCANS: &str =
+        "SELECT pg_catalog.pg_stat_get_xact_numscans('dlock_internal.lease_pkey'::pg_catalog.regclass)";
+    s.batch_execute("BEGIN").await.unwrap();
+    let before: i64 = s.query_one(SCANS, &[]).await.unwrap().get(0);
+    let fence = s.try_acquire(key, owner, "30s").await.unwrap();
+    let after: i64 = s.query_one(SCANS, &[]).await.unwrap().get(0);
+    s.batch_execute("COMMIT").await.unwrap();
+    (after - before, fence)
+}
+
+/// Where the key row of `key` is.
+async fn key_row_ctid(s: &Session, key: &str) -> String {
+    s.query_one(
+        "SELECT ctid::text FROM dlock_internal.lease \
+         WHERE key OPERATOR(pg_catalog.=) $1 AND holder OPERATOR(pg_catalog.=) ''",
+        &[&key],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// With the library preloaded, a grant of a key whose key row its session wrote last reads that
+/// row alone (no index scan) while no owner row of the key can have been inserted since the
+/// session last saw none. A reader's row, inserted beside the free key row, is counted, and the
+/// next grant reads every row again and finds the key held.
+#[tokio::test]
+async fn a_grant_reads_the_key_row_alone_only_while_no_owner_row_can_have_come() {
+    const T: &str = "a_grant_reads_the_key_row_alone_only_while_no_owner_row_can_have_come";
+    let cluster = Cluster::start_new("direct-path-alone", &[PRELOAD]);
+    let (a, b) = (cluster.connect().await, cluster.connect().await);
+    let (k, o, reader) = (key(T, "k"), owner(T, "o"), owner(T, "reader"));
+
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+    assert!(a.release(&k, &o).await.unwrap());
+    let (scans, fence) = try_acquire_counting_scans(&a, &k, &o).await;
+    assert!(fence.is_some(), "granted again");
+    assert_eq!(scans, 0, "the grant read the key row its session wrote, not the primary key");
+    assert!(a.release(&k, &o).await.unwrap());
+
+    // A reader's lease goes into an owner row; the key row stays as the session wrote it.
+    let shared: Option<i64> =
+        b.query_one("SELECT dlock_acquire_shared($1, $2, '30s', '0')", &[&k, &reader]).await.unwrap().get(0);
+    assert!(shared.is_some(), "the reader shares the free key");
+    let (scans, fence) = try_acquire_counting_scans(&a, &k, &o).await;
+    assert_eq!(fence, None, "the reader holds the key");
+    assert!(scans > 0, "the key's rows were read");
+    assert!(b.release(&k, &reader).await.unwrap());
+
+    // Once the reader is gone, a scan finds the key row alone again, and the next pair reads
+    // only it.
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted after the reader left");
+    assert!(a.release(&k, &o).await.unwrap());
+    let (scans, fence) = try_acquire_counting_scans(&a, &k, &o).await;
+    assert!(fence.is_some());
+    assert_eq!(scans, 0);
+    assert!(a.release(&k, &o).await.unwrap());
+}
+
+/// A session's note of where it wrote a key row is of one table: in a table made again, rows
+/// that reached it other than through dlock's functions (a data-only restore of the old
+/// table's rows) are read, even where the key row took the exact place the note names.
+#[tokio::test]
+async fn a_grant_reads_every_row_of_a_table_made_again() {
+    const T: &str = "a_grant_reads_every_row_of_a_table_made_again";
+    let cluster = Cluster::start_new("direct-path-remade", &[PRELOAD]);
+    let (a, b) = (cluster.connect().await, cluster.connect().await);
+    let (k, o) = (key(T, "k"), owner(T, "o"));
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+    assert!(a.release(&k, &o).await.unwrap());
+    let place = key_row_ctid(&b, &k).await;
+    let offset: i32 =
+        place.trim_matches(|c| c == '(' || c == ')').split(',').nth(1).unwrap().parse().unwrap();
+    assert!(place.starts_with("(0,"), "the key row is on the first page: {place}");
+
+    b.execute(
+        "CREATE TABLE public.saved AS SELECT * FROM dlock_internal.lease WHERE key OPERATOR(pg_catalog.=) $1",
+        &[&k],
+    )
+    .await
+    .unwrap();
+    b.batch_execute("DROP EXTENSION dlock; CREATE EXTENSION dlock SCHEMA public").await.unwrap();
+    // The restore: free rows of other keys first, so that the key row lands where the note says,
+    // then the key row, then a live lease of another owner in an owner row.
+    const COLUMNS: &str = "owner, role, fence, hold_count, acquired_at, expires_at, holder_pid, kind, max_holders, lock_delay, info, holder";
+    for pad in 1..offset {
+        b.execute(
+            &format!(
+                "INSERT INTO dlock_internal.lease (key, {COLUMNS}) \
+                 SELECT $1, {COLUMNS} FROM public.saved"
+            ),
+            &[&key(T, &format!("pad{pad}"))],
+        )
+        .await
+        .unwrap();
+    }
+    b.batch_execute(&format!(
+        "INSERT INTO dlock_internal.lease (key, {COLUMNS}) SELECT key, {COLUMNS} FROM public.saved; \
+         INSERT INTO dlock_internal.lease (key, {COLUMNS}) \
+         SELECT key, 'restored', current_user::pg_catalog.regrole::pg_catalog.oid, fence OPERATOR(pg_catalog.+) 1, 1, \
+           pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) '1 hour'::pg_catalog.interval, \
+           pg_catalog.pg_backend_pid(), 'x', NULL, '0'::pg_catalog.interval, NULL, 'restored' \
+         FROM public.saved"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(key_row_ctid(&b, &k).await, place, "the key row is where the session's note says");
+
+    assert_eq!(a.try_acquire(&k, &o, "30s").await.unwrap(), None, "the restored lease holds the key");
+    let holder: String = b
+        .query_one("SELECT owner FROM dlock_locks WHERE key OPERATOR(pg_catalog.=) $1", &[&k])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(holder, "restored");
+}

@@ -281,7 +281,17 @@ async fn create_roles(superuser: &Session) {
 
 #[test]
 fn random_call_sequences_answer_as_the_model_of_the_contract() {
-    let cluster = Cluster::shared();
+    check_against_the_model(Cluster::shared());
+}
+
+/// The same with the library preloaded: grants then read a key row alone where its session's
+/// note allows (`store/owner_rows.rs`), and waits use shared memory.
+#[test]
+fn random_call_sequences_answer_as_the_model_with_the_library_preloaded() {
+    check_against_the_model(Cluster::shared_named("preloaded", &["shared_preload_libraries = 'dlock'"]));
+}
+
+fn check_against_the_model(cluster: &'static Cluster) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     runtime.block_on(async { create_roles(&cluster.connect().await).await });
 

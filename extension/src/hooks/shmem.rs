@@ -1,11 +1,13 @@
 //! dlock's shared memory, only with `shared_preload_libraries = 'dlock'`: one pair of
 //! PostgreSQL hooks, chained once, that sizes and sets up the wait table (`wait/requests.rs`), the
-//! queue counts (`wait/occupancy.rs`), the free-waiters' answer slots (`wait/answers.rs`) and fast mode's table (`fast/`), whose server-start
-//! settings are defined first.
+//! queue counts (`wait/occupancy.rs`), the owner rows' counts (`store/owner_rows.rs`), the
+//! free-waiters' answer slots (`wait/answers.rs`) and fast mode's table (`fast/`), whose
+//! server-start settings are defined first.
 
 use crate::fast;
 use crate::pg::shmem_cell::PrevHook;
 use crate::stats;
+use crate::store::owner_rows;
 use crate::wait::{answers, occupancy, requests};
 use pgrx::pg_sys;
 
@@ -24,6 +26,7 @@ unsafe extern "C-unwind" fn request() {
     }
     requests::request();
     occupancy::request();
+    owner_rows::request();
     answers::request();
     fast::request();
     stats::request();
@@ -40,6 +43,7 @@ unsafe extern "C-unwind" fn startup() {
     }
     requests::startup();
     occupancy::startup();
+    owner_rows::startup();
     answers::startup();
     fast::startup();
     stats::startup();

@@ -185,3 +185,15 @@ pub fn owns_extension(extension: pg_sys::Oid, role: pg_sys::Oid) -> bool {
         return pg_sys::object_ownercheck(pg_sys::ExtensionRelationId, extension, role);
     }
 }
+
+/// The number of the file `rel` is stored in: a table made again, truncated or rewritten
+/// (`VACUUM FULL`, `CLUSTER`) gets a new one. 16 renamed the field.
+pub fn relfile_number(rel: pg_sys::Relation) -> pg_sys::Oid {
+    // SAFETY: an open relation's cache entry.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return (*rel).rd_node.relNode;
+        #[cfg(not(feature = "pg15"))]
+        return (*rel).rd_locator.relNumber;
+    }
+}

@@ -28,12 +28,23 @@ use pgrx::{FromDatum, IntoDatum};
 const COLUMNS: usize = row::COLUMNS.len();
 
 thread_local! {
-    /// Where this session last wrote a key row: the key, and the row version it wrote. A
-    /// release of that key (the second half of a pair) reads that version first, one heap
-    /// fetch instead of an index scan; whatever became of it since (written over, pruned, rolled
-    /// back, another table) it is used only if still visible and still that key's row.
-    static LAST_KEY_ROW: std::cell::RefCell<Option<(String, pg_sys::ItemPointerData)>> =
-        const { std::cell::RefCell::new(None) };
+    /// What this session knows of the key whose key row it last wrote (see `KeyRowNote`).
+    static LAST_KEY_ROW: std::cell::RefCell<Option<KeyRowNote>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Where this session last wrote a key row, and what it saw of the key's other rows. A release
+/// of that key (the second half of a pair) reads that version first, one heap fetch instead of
+/// an index scan; so does the next grant, if no owner row of the key can have been inserted
+/// since this session last scanned the key and found none (`owner_rows.rs`). Whatever became
+/// of the version since (written over, pruned, rolled back) it is used only if still visible
+/// and still that key's row, and only in the same table (not one made again or rewritten).
+struct KeyRowNote {
+    key: String,
+    relfile: Oid,
+    /// Where it wrote the key row last (none yet: it only scanned the key).
+    tid: Option<pg_sys::ItemPointerData>,
+    /// The owner-row count of the key's bucket when this session's scan found no owner row.
+    alone_at: Option<u64>,
 }
 
 /// The direct path does not apply; use the SQL statement.
@@ -178,13 +189,26 @@ impl Table {
     }
 
     /// The key row of `key`, read at the version this session last wrote if that is still
-    /// the visible one (see `LAST_KEY_ROW`), else found through the primary key.
+    /// the visible one (see `KeyRowNote`), else found through the primary key.
     fn key_row(&self, key: &str) -> Option<Found> {
-        let cached = LAST_KEY_ROW.with(|last| match &*last.borrow() {
-            Some((k, tid)) if k == key => Some(*tid),
+        self.noted_key_row(key, None).or_else(|| self.row(key, KEY_ROW))
+    }
+
+    /// The key row of `key` at the version this session last wrote, if still visible; with
+    /// `alone_at`, only if this session saw no owner row of the key at that count of them.
+    fn noted_key_row(&self, key: &str, alone_at: Option<u64>) -> Option<Found> {
+        let relfile = version::relfile_number(self.rel);
+        let tid = LAST_KEY_ROW.with(|note| match &*note.borrow() {
+            Some(n)
+                if n.key == key
+                    && n.relfile == relfile
+                    && alone_at.is_none_or(|at| n.alone_at == Some(at)) =>
+            {
+                n.tid
+            }
             _ => None,
-        });
-        cached.and_then(|tid| self.fetch(tid, key)).or_else(|| self.row(key, KEY_ROW))
+        })?;
+        self.fetch(tid, key)
     }
 
     /// The row version at `tid` if it is visible and is the key row of `key`.
@@ -444,15 +468,35 @@ fn write(table: &Table, new: &NewLease, slot: Slot, existing: Option<&Found>) ->
         }
     };
     if holder == KEY_ROW {
-        wrote_key_row(new.key, tid);
+        wrote_key_row(table, new.key, tid);
     }
     fence
 }
 
 /// Grants `new` in `slot` if no row of its key holds a lease; its fence, or `None`.
+///
+/// A grant into the key row reads only that row when this session's note of the key says no
+/// owner row can have come since it last saw none (`KeyRowNote`); else every row of the key,
+/// noting whether there was an owner row among them.
 pub fn try_grant(new: &NewLease, slot: Slot) -> Result<Option<i64>, Fallback> {
     let table = Table::open(Access::Write)?;
-    let rows = table.rows(new.key, None);
+    // Read before the rows: an owner row counted after this is seen by the scan, or moves the
+    // count away from what is noted.
+    // Only for the key row: a grant into an owner row inserts one itself.
+    let owner_rows = super::owner_rows::count(new.key).filter(|_| slot == Slot::Key);
+    let noted = owner_rows.and_then(|at| table.noted_key_row(new.key, Some(at)));
+    let rows = match noted {
+        Some(row) => vec![row],
+        None => {
+            let rows = table.rows(new.key, None);
+            if let Some(at) = owner_rows
+                && rows.iter().all(|r| r.holder == KEY_ROW)
+            {
+                saw_no_owner_row(&table, new.key, at);
+            }
+            rows
+        }
+    };
     let fence = if rows.iter().any(Found::held) {
         None
     } else {
@@ -499,7 +543,7 @@ pub fn release_last_hold(
     {
         let (mut values, mut nulls) = freed(key, &row, now);
         let tid = table.update(&row, &mut values, &mut nulls);
-        wrote_key_row(key, tid);
+        wrote_key_row(&table, key, tid);
         released = Some(kind);
     } else if let Some(row) = table.row(key, owner)
         && let Some(kind) = last_hold(&row)
@@ -529,11 +573,29 @@ pub fn delete_row_if(
     Ok(deleted)
 }
 
-/// Notes where this session wrote `key`'s key row (see `LAST_KEY_ROW`).
-fn wrote_key_row(key: &str, tid: pg_sys::ItemPointerData) {
-    LAST_KEY_ROW.with(|last| match &mut *last.borrow_mut() {
-        Some((k, t)) if k == key => *t = tid,
-        other => *other = Some((key.to_owned(), tid)),
+/// Notes where this session wrote `key`'s key row (see `KeyRowNote`); what it saw of the key's
+/// owner rows stays noted (writing the key row adds none).
+fn wrote_key_row(table: &Table, key: &str, tid: pg_sys::ItemPointerData) {
+    note(table, key, |note| note.tid = Some(tid));
+}
+
+/// Notes that this session found no owner row of `key` when their count was `at` (the key
+/// row's place is noted too: the caller read it, or found none, and writes it next).
+fn saw_no_owner_row(table: &Table, key: &str, at: u64) {
+    note(table, key, |note| note.alone_at = Some(at));
+}
+
+/// Changes this session's note of `key` in `table` by `change`, after starting it afresh if it
+/// was of another key or table.
+fn note(table: &Table, key: &str, change: impl FnOnce(&mut KeyRowNote)) {
+    let relfile = version::relfile_number(table.rel);
+    LAST_KEY_ROW.with(|last| {
+        let mut last = last.borrow_mut();
+        let note = match &mut *last {
+            Some(n) if n.key == key && n.relfile == relfile => n,
+            other => other.insert(KeyRowNote { key: key.to_owned(), relfile, tid: None, alone_at: None }),
+        };
+        change(note);
     });
 }
 

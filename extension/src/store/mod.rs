@@ -7,6 +7,7 @@
 
 mod direct;
 pub mod durability;
+pub mod owner_rows;
 pub mod relation;
 pub mod row;
 mod statements;
@@ -39,12 +40,18 @@ pub fn read_own(spi: &Spi, key: &str, owner: &str) -> Vec<dlock_core::lease::Lea
 /// Writes a new lease into `slot` if no row of its key holds a lease; the fence, or `None` when
 /// one does. Directly on the table when it can, else by SQL.
 pub fn try_grant(spi: &Spi, new: &NewLease, slot: Slot) -> Option<i64> {
+    if slot == Slot::Owner {
+        owner_rows::inserting(new.key);
+    }
     direct::try_grant(new, slot).unwrap_or_else(|direct::Fallback| statements::try_grant(spi, new, slot))
 }
 
 /// Writes a lease the caller decided to grant into `slot` (over a lease that is over there, if
 /// any); its fence. Directly on the table when it can, else by SQL.
 pub fn grant(spi: &Spi, new: &NewLease, slot: Slot) -> i64 {
+    if slot == Slot::Owner {
+        owner_rows::inserting(new.key);
+    }
     direct::grant(new, slot).unwrap_or_else(|direct::Fallback| statements::grant(spi, new, slot))
 }
 
