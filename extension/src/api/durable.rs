@@ -82,7 +82,7 @@ fn dlock_try_acquire(
     let deadline = settle.map(|s| crate::pg::backend::now().saturating_add(s));
     let row = match ops::acquire::try_once(key, &caller, ttl, deadline) {
         Ok(fence) => (Some(fence), None),
-        Err(retry) => (None, retry.map(Interval::from_micros)),
+        Err(retry) => (None, retry.map(crate::store::interval)),
     };
     TableIterator::once(row)
 }

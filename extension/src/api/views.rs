@@ -82,7 +82,7 @@ mod dlock_internal {
                 waiting,
                 l.kind.mode().to_string(),
                 l.max_holders,
-                Interval::from_micros(l.lock_delay),
+                crate::store::interval(l.lock_delay),
             )
         });
         TableIterator::new(rows.collect::<Vec<_>>())

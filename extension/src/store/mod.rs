@@ -18,7 +18,7 @@ use dlock_core::Timestamp;
 use dlock_core::lease::Kind;
 
 pub use row::{Deleted, NewLease, Slot, Stored};
-pub use statements::{all, decrement, free, keys_of_owner, reenter, set_expiry, waiters};
+pub use statements::{all, decrement, free, interval, keys_of_owner, reenter, set_expiry, waiters};
 
 /// Raises the lease table as corrupted (XX001): a row says `what` dlock never writes.
 fn corrupted(what: String) -> ! {

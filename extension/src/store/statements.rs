@@ -748,5 +748,11 @@ pub fn micros(interval: Interval) -> Micros {
 
 /// Microseconds as an interval datum.
 pub fn interval_datum(us: Micros) -> pg_sys::Datum {
-    Interval::from_micros(us).into_datum().expect("interval datum")
+    interval(us).into_datum().expect("interval datum")
+}
+
+/// Microseconds as an interval of no days or months, built in place (pgrx's `from_micros` goes
+/// through seconds as a float and `make_interval`, a function call).
+pub fn interval(us: Micros) -> Interval {
+    Interval::new(0, 0, us).expect("with no months, no sign can disagree")
 }
