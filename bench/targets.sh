@@ -91,10 +91,12 @@ clean() {
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || b == 0) print ""; else printf "%.2f", a / b }'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-# of_rounds ARRAY NAME: ARRAY[NAME] becomes the median of ARRAY[NAME_1], [NAME_2] and [NAME_3].
+# of_rounds ARRAY NAME [N]: ARRAY[NAME] becomes the median of ARRAY[NAME_1] ... [NAME_N] (N: 3).
 of_rounds() {
   local -n of=$1
-  of[$2]=$(median "${of[${2}_1]:-}" "${of[${2}_2]:-}" "${of[${2}_3]:-}")
+  local values=() r
+  for r in $(seq "${3:-3}"); do values+=("${of[${2}_$r]:-}"); done
+  of[$2]=$(median "${values[@]}")
 }
 
 rows=()
@@ -151,15 +153,18 @@ fi
 
 if section pairs; then
 echo "bench: uncontended pairs"
-# Medians of 3 interleaved rounds: a single 5 s point of a pair moved its ratio to the bound by
-# up to 0.45 between runs at 64 clients.
+# Medians of 5 interleaved rounds: a single 5 s point of a pair moved its ratio to the bound by
+# up to 0.45 between runs at 64 clients, and single rounds of one workload by a factor of 1.5.
+# The two-write reference writes its row twice, both durably: what any lock whose release is a
+# write pays, where the two-statement bound's second statement only reads.
 # Each workload on the client's own key, pair after pair (the targets), and on a new key every
 # time (a churn of keys, where every table of leases inserts and deletes).
-pair_workloads="bound floor hand naive_functions dlock_pair floor_fresh hand_fresh naive_fresh dlock_fresh"
-declare -A pair_script=([bound]=two_statements [floor]=lease_floor [hand]=hand_table
+pair_workloads="bound two_writes floor hand naive_functions dlock_pair floor_fresh hand_fresh naive_fresh dlock_fresh"
+pair_rounds=${BENCH_PAIR_ROUNDS:-5}
+declare -A pair_script=([bound]=two_statements [two_writes]=two_writes [floor]=lease_floor [hand]=hand_table
   [naive_functions]=naive_functions [dlock_pair]=dlock_pair [floor_fresh]=floor_fresh
   [hand_fresh]=hand_fresh [naive_fresh]=naive_fresh [dlock_fresh]=dlock_fresh)
-for round in 1 2 3; do
+for round in $(seq "$pair_rounds"); do
   for c in 8 64; do
     for w in $pair_workloads; do
       clean; bench "${w}_${c}_$round" "${pair_script[$w]}.sql" "$c"
@@ -168,7 +173,7 @@ for round in 1 2 3; do
 done
 for c in 8 64; do
   for w in $pair_workloads; do
-    of_rounds tps "${w}_$c"
+    of_rounds tps "${w}_$c" "$pair_rounds"
   done
 done
 fi
@@ -332,6 +337,10 @@ fi
     printf '| dlock'"'"'s pair / the lease-table floor, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[floor_$c]:-}")"
   done
   for c in 8 64; do
+    printf '| two-write reference / two-statement bound, %s clients (what a second durable write costs: the part of the bound a lock whose release writes cannot reach) | %s |\n' "$c" "$(ratio "${tps[two_writes_$c]:-}" "${tps[bound_$c]:-}")"
+    printf '| dlock'"'"'s pair / the two-write reference, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[two_writes_$c]:-}")"
+  done
+  for c in 8 64; do
     printf '| a new key every pair: dlock / hand-written table, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_fresh_$c]:-}" "${tps[hand_fresh_$c]:-}")"
     printf '| a new key every pair: dlock / two-statement bound, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_fresh_$c]:-}" "${tps[bound_$c]:-}")"
   done
@@ -367,19 +376,20 @@ fi
   echo
   echo "## Uncontended pairs/s"
   echo
-  echo "| clients, keys | dlock | two-statement bound | lease-table floor | hand-written table (prepared statements) | lock table in SQL functions |"
-  echo "|---|---:|---:|---:|---:|---:|"
+  echo "| clients, keys | dlock | two-statement bound | two-write reference | lease-table floor | hand-written table (prepared statements) | lock table in SQL functions |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
   for c in 8 64; do
-    printf '| %s, a key per client | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_pair_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[floor_$c]:-0}" "${tps[hand_$c]:-0}" "${tps[naive_functions_$c]:-0}"
+    printf '| %s, a key per client | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_pair_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[two_writes_$c]:-0}" "${tps[floor_$c]:-0}" "${tps[hand_$c]:-0}" "${tps[naive_functions_$c]:-0}"
   done
   for c in 8 64; do
-    printf '| %s, a new key every pair | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_fresh_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[floor_fresh_$c]:-0}" "${tps[hand_fresh_$c]:-0}" "${tps[naive_fresh_$c]:-0}"
+    printf '| %s, a new key every pair | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n' "$c" "${tps[dlock_fresh_$c]:-0}" "${tps[bound_$c]:-0}" "${tps[two_writes_$c]:-0}" "${tps[floor_fresh_$c]:-0}" "${tps[hand_fresh_$c]:-0}" "${tps[naive_fresh_$c]:-0}"
   done
   echo
   echo "The two-statement bound updates a row in place and reads; a lease must be inserted with its unique index"
   echo "entry and deleted again. The lease-table floor is that and nothing more: a plain INSERT committed durably,"
   echo "then its DELETE committed without a WAL flush (as dlock commits a release that hands nothing on), with no"
-  echo "function, no check of an existing lease, no fence and no owner check. Medians of 3 interleaved rounds."
+  echo "function, no check of an existing lease, no fence and no owner check. The two-write reference updates a"
+  echo "row and then updates it back, both durably. Medians of $pair_rounds interleaved rounds."
   echo
   printf 'Counters: %.0f pairs/s with dlock.track_stats on, %.0f off (medians of 3 interleaved runs, 8 clients).\n' "${tps[tracked]:-0}" "${tps[untracked]:-0}"
   printf 'Cache rebuild, three rounds: dlock_wait_free %s / %s / %s ms; 1,000 pg_advisory_lock_shared waiters, all granted by one unlock (PostgreSQL'"'"'s own lock for the same pattern), %s / %s / %s ms. Beside it, 1,000 serial grants finished %s ms after the release.\n' \
