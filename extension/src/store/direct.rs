@@ -195,7 +195,8 @@ impl Table {
     }
 
     /// The key row of `key` at the version this session last wrote, if still visible; with
-    /// `alone_at`, only if this session saw no owner row of the key at that count of them.
+    /// `alone_at` (a grant), only if this session saw no owner row of the key at that count of
+    /// them, and with its page pruned first if that is due (`prune_if_due`).
     fn noted_key_row(&self, key: &str, alone_at: Option<u64>) -> Option<Found> {
         let relfile = version::relfile_number(self.rel);
         let tid = LAST_KEY_ROW.with(|note| match &*note.borrow() {
@@ -208,11 +209,12 @@ impl Table {
             }
             _ => None,
         })?;
-        self.fetch(tid, key)
+        self.fetch(tid, key, alone_at.is_some())
     }
 
-    /// The row version at `tid` if it is visible and is the key row of `key`.
-    fn fetch(&self, mut tid: pg_sys::ItemPointerData, key: &str) -> Option<Found> {
+    /// The row version at `tid` if it is visible and is the key row of `key`; its page pruned
+    /// first if `prune` and that is due.
+    fn fetch(&self, mut tid: pg_sys::ItemPointerData, key: &str, prune: bool) -> Option<Found> {
         // SAFETY: the table's access method routine lives as long as the backend; the block is
         // checked to exist before it is read (as the executor's TID scan does; a truncation
         // needs a lock that conflicts with ours).
@@ -223,6 +225,9 @@ impl Table {
             >= unsafe { pg_sys::RelationGetNumberOfBlocksInFork(self.rel, pg_sys::ForkNumber::MAIN_FORKNUM) }
         {
             return None;
+        }
+        if prune {
+            self.prune_if_due(block);
         }
         read_latest(self.rel, |snapshot, slot| {
             // SAFETY: a fetch of one row version with the registered snapshot into the table's
@@ -236,6 +241,22 @@ impl Table {
             (column::<&str>(slot, KEY) == Some(key) && column::<&str>(slot, HOLDER) == Some(KEY_ROW))
                 .then(|| found_in(slot))
         })
+    }
+
+    /// Prunes heap page `block` if that is due, as an index fetch does before it reads a page: a
+    /// heap fetch alone never prunes, and the versions a lock cycle leaves dead must go for the
+    /// next update of the key row to find room on its page (a HOT update). Once a cycle is
+    /// enough: a grant's fetch prunes, a release's does not.
+    fn prune_if_due(&self, block: pg_sys::BlockNumber) {
+        // SAFETY: a block of the open table that exists (the caller checked); pinned for the
+        // call only. Only a heap has heap pages.
+        unsafe {
+            if std::ptr::eq((*self.rel).rd_tableam, pg_sys::GetHeapamTableAmRoutine()) {
+                let buffer = pg_sys::ReadBuffer(self.rel, block);
+                pg_sys::heap_page_prune_opt(self.rel, buffer);
+                pg_sys::ReleaseBuffer(buffer);
+            }
+        }
     }
 
     /// Inserts a row with its index entry (the primary key still checks uniqueness); where it
