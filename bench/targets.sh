@@ -67,6 +67,8 @@ sleep 21
 
 failures=()
 declare -A tps
+# Rounds of the uncontended pairs (BENCH_PAIR_ROUNDS).
+pair_rounds=${BENCH_PAIR_ROUNDS:-5}
 # Whether section $1 runs (BENCH_ONLY names the sections to run; empty runs them all).
 section() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
 
@@ -97,7 +99,15 @@ clean() {
 }
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || b == 0) print ""; else printf "%.2f", a / b }'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+median() { printf '%s\n' "$@" | sort -n | awk 'NF { a[++n] = $1 } END { if (n) print a[int((n + 1) / 2)] }'; }
+# paired A B N: the median over rounds 1..N of tps[A_r] / tps[B_r]. The two workloads of a round
+# ran side by side, so the machine's drift over minutes (a fifth of every figure within an hour
+# here) cancels in each round's ratio, where a ratio of medians compounds it.
+paired() {
+  local values=() r
+  for r in $(seq "$3"); do values+=("$(ratio "${tps[${1}_$r]:-}" "${tps[${2}_$r]:-}")"); done
+  median "${values[@]}"
+}
 # of_rounds ARRAY NAME [N]: ARRAY[NAME] becomes the median of ARRAY[NAME_1] ... [NAME_N] (N: 3).
 of_rounds() {
   local -n of=$1
@@ -168,7 +178,6 @@ echo "bench: uncontended pairs"
 # Each workload on the client's own key, pair after pair (the targets), and on a new key every
 # time (a churn of keys, where every table of leases inserts and deletes).
 pair_workloads="bound two_writes floor hand naive_functions dlock_pair floor_fresh hand_fresh naive_fresh dlock_fresh"
-pair_rounds=${BENCH_PAIR_ROUNDS:-5}
 declare -A pair_script=([bound]=two_statements [two_writes]=two_writes [floor]=lease_floor [hand]=hand_table
   [naive_functions]=naive_functions [dlock_pair]=dlock_pair [floor_fresh]=floor_fresh
   [hand_fresh]=hand_fresh [naive_fresh]=naive_fresh [dlock_fresh]=dlock_fresh)
@@ -305,14 +314,14 @@ fi
   echo "|---|---:|---|---|"
   target "shared readers on one hot key / exclusive pairs on distinct keys, 8 clients" "$(ratio "${tps[shared_hot]:-}" "${tps[exclusive_distinct]:-}")" ">= 0.8"
   for c in 8 32 128; do
-    target "fast mode, one hot key / pg_advisory_lock, $c clients" "$(ratio "${tps[fast_hot_$c]:-}" "${tps[advisory_hot_$c]:-}")" ">= 0.8"
+    target "fast mode, one hot key / pg_advisory_lock, $c clients" "$(paired "fast_hot_$c" "advisory_hot_$c" 3)" ">= 0.8"
   done
   target "fast mode, one hot key, 128 clients / 8 clients (a pgbench thread per 4 clients)" "$(ratio "${tps[fast_hot_128]:-}" "${tps[fast_hot_8]:-}")" ">= 0.8"
   for c in 8 32 128; do
     target "durable, one hot key / one client's durable commits, $c clients" "$(ratio "${tps[durable_hot_$c]:-}" "${tps[commit_1]:-}")" ">= 0.8"
   done
   for c in 8 32 128; do
-    target "durable, one hot key / the held chain (its bound: PostgreSQL's own lock held across the holder's round trip), $c clients" "$(ratio "${tps[durable_hot_$c]:-}" "${tps[held_chain_$c]:-}")" ">= 0.8"
+    target "durable, one hot key / the held chain (its bound: PostgreSQL's own lock held across the holder's round trip), $c clients" "$(paired "durable_hot_$c" "held_chain_$c" 3)" ">= 0.8"
   done
   target "1,000 parked durable waiters, % of one core" "${cpu[parked_durable]:-}" "<= 1"
   target "1,000 parked fast waiters, % of one core" "${cpu[parked_fast]:-}" "<= 1"
@@ -320,11 +329,13 @@ fi
   target "cache rebuild / the same with PostgreSQL's own lock (1,000 pg_advisory_lock_shared waiters granted by one unlock; medians of 3)" "$(ratio "${ms[rebuild_wait_free]:-}" "${ms[rebuild_advisory]:-}")" "<= 1"
   for c in 8 64; do
     if [ "$c" = 8 ]; then bound_bar=">= 0.9" hand_bar=">= 1.5"; else bound_bar=">= 0.8" hand_bar=">= 1.3"; fi
-    target "durable uncontended pair, a key per client / two-statement bound, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[bound_$c]:-}")" "$bound_bar"
-    target "durable uncontended pair, a key per client / hand-written lock table, $c clients" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[hand_$c]:-}")" "$hand_bar"
+    target "durable uncontended pair, a key per client / two-statement bound, $c clients" "$(paired "dlock_pair_$c" "bound_$c" "$pair_rounds")" "$bound_bar"
+    target "durable uncontended pair, a key per client / hand-written lock table, $c clients" "$(paired "dlock_pair_$c" "hand_$c" "$pair_rounds")" "$hand_bar"
   done
-  target "pairs/s with counters / without, 8 clients (median of 3)" "$(ratio "${tps[tracked]:-}" "${tps[untracked]:-}")" ">= 0.98"
+  target "pairs/s with counters / without, 8 clients (median of 3 rounds)" "$(paired tracked untracked 3)" ">= 0.98"
   printf '%s\n' "${rows[@]}"
+  echo
+  echo "A ratio of two workloads measured in interleaved rounds is the median of the rounds' own ratios (each round ran the two side by side); the pairs/s below are medians of the rounds."
   echo
   echo "Ceilings measured in the same run (a ratio of dlock above its ceiling is impossible); for the uncontended pair, the lease-table floor, the least work any table of leases does (a reference, not a ceiling: dlock can match it); PostgreSQL's own lock's flatness for reference:"
   echo
@@ -335,22 +346,22 @@ fi
   done
   printf '| pg_advisory_lock, one hot key, 128 clients / 8 clients (the same measure for PostgreSQL'"'"'s own lock, for reference) | %s |\n' "$(ratio "${tps[advisory_hot_128]:-}" "${tps[advisory_hot_8]:-}")"
   for c in 8 64; do
-    printf '| two-statement bound / hand-written table, %s clients (ceiling of the 1.5x target) | %s |\n' "$c" "$(ratio "${tps[bound_$c]:-}" "${tps[hand_$c]:-}")"
+    printf '| two-statement bound / hand-written table, %s clients (ceiling of the 1.5x target) | %s |\n' "$c" "$(paired "bound_$c" "hand_$c" "$pair_rounds")"
   done
   for c in 8 64; do
-    printf '| lease-table floor / two-statement bound, %s clients (what a table of leases reaches against the 0.9x target, with no check at all) | %s |\n' "$c" "$(ratio "${tps[floor_$c]:-}" "${tps[bound_$c]:-}")"
-    printf '| lease-table floor / hand-written table, %s clients (the same against the 1.5x target) | %s |\n' "$c" "$(ratio "${tps[floor_$c]:-}" "${tps[hand_$c]:-}")"
+    printf '| lease-table floor / two-statement bound, %s clients (what a table of leases reaches against the 0.9x target, with no check at all) | %s |\n' "$c" "$(paired "floor_$c" "bound_$c" "$pair_rounds")"
+    printf '| lease-table floor / hand-written table, %s clients (the same against the 1.5x target) | %s |\n' "$c" "$(paired "floor_$c" "hand_$c" "$pair_rounds")"
   done
   for c in 8 64; do
-    printf '| dlock'"'"'s pair / the lease-table floor, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[floor_$c]:-}")"
+    printf '| dlock'"'"'s pair / the lease-table floor, %s clients (no bar) | %s |\n' "$c" "$(paired "dlock_pair_$c" "floor_$c" "$pair_rounds")"
   done
   for c in 8 64; do
-    printf '| two-write reference / two-statement bound, %s clients (what a second write costs: the part of the bound a lock whose release writes cannot reach) | %s |\n' "$c" "$(ratio "${tps[two_writes_$c]:-}" "${tps[bound_$c]:-}")"
-    printf '| dlock'"'"'s pair / the two-write reference, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_pair_$c]:-}" "${tps[two_writes_$c]:-}")"
+    printf '| two-write reference / two-statement bound, %s clients (what a second write costs: the part of the bound a lock whose release writes cannot reach) | %s |\n' "$c" "$(paired "two_writes_$c" "bound_$c" "$pair_rounds")"
+    printf '| dlock'"'"'s pair / the two-write reference, %s clients (no bar) | %s |\n' "$c" "$(paired "dlock_pair_$c" "two_writes_$c" "$pair_rounds")"
   done
   for c in 8 64; do
-    printf '| a new key every pair: dlock / hand-written table, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_fresh_$c]:-}" "${tps[hand_fresh_$c]:-}")"
-    printf '| a new key every pair: dlock / two-statement bound, %s clients (no bar) | %s |\n' "$c" "$(ratio "${tps[dlock_fresh_$c]:-}" "${tps[bound_$c]:-}")"
+    printf '| a new key every pair: dlock / hand-written table, %s clients (no bar) | %s |\n' "$c" "$(paired "dlock_fresh_$c" "hand_fresh_$c" "$pair_rounds")"
+    printf '| a new key every pair: dlock / two-statement bound, %s clients (no bar) | %s |\n' "$c" "$(paired "dlock_fresh_$c" "bound_$c" "$pair_rounds")"
   done
   echo
   echo "## Hot keys: grants/s (one key, every client waiting)"
@@ -359,11 +370,11 @@ fi
   echo "|---:|---:|---:|---:|---:|---:|---:|"
   for c in 8 32 128; do
     printf '| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n' "$c" "${tps[durable_hot_$c]:-0}" "${tps[fast_hot_$c]:-0}" \
-      "${tps[advisory_hot_$c]:-0}" "${tps[chain_$c]:-0}" "${tps[held_chain_$c]:-0}" "$(ratio "${tps[durable_hot_$c]:-}" "${tps[held_chain_$c]:-}")"
+      "${tps[advisory_hot_$c]:-0}" "${tps[chain_$c]:-0}" "${tps[held_chain_$c]:-0}" "$(paired "durable_hot_$c" "held_chain_$c" 3)"
   done
   printf '\nOne client'"'"'s durable commits: %.0f/s. The chain: each client takes pg_advisory_xact_lock and updates a row in one statement, so the lock passes on at its durable commit.\n' "${tps[commit_1]:-0}"
   echo "The held chain: each client takes pg_advisory_xact_lock in one round trip and, in its next, updates a row and commits — PostgreSQL's own durable lock held across the holder's round trip, as a hot dlock key is between its grant and its release."
-  echo "A pgbench thread per 4 clients; every figure is the median of 3 interleaved rounds."
+  echo "A pgbench thread per 4 clients; every figure is the median of 3 interleaved rounds, the last column the median of the rounds' ratios."
   printf 'With 2 pgbench threads at 128 clients instead (64 connections each): fast mode %.0f/s, 128/8 %s; pg_advisory_lock %.0f/s, 128/8 %s.\n' \
     "${tps[fast_hot_128_2threads]:-0}" "$(ratio "${tps[fast_hot_128_2threads]:-}" "${tps[fast_hot_8]:-}")" \
     "${tps[advisory_hot_128_2threads]:-0}" "$(ratio "${tps[advisory_hot_128_2threads]:-}" "${tps[advisory_hot_8]:-}")"
