@@ -4,7 +4,7 @@
 //! session looks the table up once and forgets it when it changes (an index added, the extension
 //! dropped and created again).
 
-use dlock_tests::{Cluster, Session, key, owner};
+use dlock_tests::{Cluster, Session, finish, key, owner, wait_for_waiters};
 use tokio_postgres::types::ToSql;
 
 /// The plan PostgreSQL picks for `sql`, one line per plan node, concatenated.
@@ -310,6 +310,29 @@ async fn a_grant_reads_the_key_row_alone_only_while_no_owner_row_can_have_come()
     assert!(fence.is_some());
     assert_eq!(scans, 0);
     assert!(a.release(&k, &o).await.unwrap());
+}
+
+/// A release that hands its key to a waiting session writes the waiter's lease into an owner
+/// row, beside the key row the releasing session itself just marked free: that row is counted,
+/// so the releasing session's next grant reads the key's rows and finds the waiter holding it.
+#[tokio::test]
+async fn a_hand_off_to_a_waiter_is_seen_by_the_next_grant_of_the_session_that_released() {
+    const T: &str = "a_hand_off_to_a_waiter_is_seen_by_the_next_grant_of_the_session_that_released";
+    let cluster = Cluster::start_new("direct-path-hand-off", &[PRELOAD]);
+    let (a, observer) = (cluster.connect().await, cluster.connect().await);
+    let (k, o, waiter) = (key(T, "k"), owner(T, "o"), owner(T, "waiter"));
+    // The session's grant scans the key and notes that it found no owner row.
+    a.try_acquire(&k, &o, "30s").await.unwrap().expect("granted");
+    let waiting = cluster.connect().await.spawn_acquire(&k, &waiter, Some("30s"), Some("10s"));
+    wait_for_waiters(&observer, &k, 1).await;
+    assert!(a.release(&k, &o).await.unwrap(), "released, and handed to the waiter");
+    let handed = finish(waiting, std::time::Duration::from_secs(10), "the waiter's acquire").await;
+    let fence = handed.result.unwrap().expect("the waiter was granted the key");
+
+    let (scans, granted) = try_acquire_counting_scans(&a, &k, &o).await;
+    assert_eq!(granted, None, "the waiter holds the key");
+    assert!(scans > 0, "the key's rows were read");
+    assert!(observer.holds(&k, fence).await.unwrap(), "the waiter's lease stands");
 }
 
 /// A session's note of where it wrote a key row is of one table: in a table made again, rows
