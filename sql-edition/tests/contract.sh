@@ -22,7 +22,10 @@ for path in "$ROOT"/tests/tests/*.rs; do
     skipped=$((skipped + 1))
   done < <(entries | awk -F' [|] ' -v s="$suite" '$1 == s && $2 != "*" { print $2 }')
   out=$(cd "$ROOT" && DLOCK_SQL_EDITION=$file cargo test -q -p dlock-tests --test "$suite" -- --exact "${skip[@]}" 2>&1) ||
-    { grep -E -A6 '^---- |panicked at' <<<"$out" | grep -vE '^ +[0-9]+: |^ +at ' | head -n 60; fail "$suite failed against the SQL edition"; }
+    { grep -E -A6 '^---- |panicked at' <<<"$out" | grep -vE '^ +[0-9]+: |^ +at ' | head -n 60
+      # A shrunk random sequence is only useful whole.
+      sed -n '/^minimal failing input: \[/,/^\]/p' <<<"$out" | head -n 200
+      fail "$suite failed against the SQL edition"; }
   n=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' <<<"$out")
   ran=$((ran + 1)); tests=$((tests + n))
 done

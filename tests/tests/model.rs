@@ -257,7 +257,13 @@ async fn run_case(cluster: &Cluster, ops: &[Op], seen: &Mutex<Seen>) -> Result<(
         match outcome {
             Ok(outcome) => *seen.lock().unwrap().entry(outcome).or_default() += 1,
             Err(e) => {
-                result = Err(format!("step {step} ({op:?}): {e}"));
+                // The keys' rows as they are now, to read beside the shrunk sequence.
+                let mut rows = String::new();
+                let sql = "SELECT pg_catalog.to_jsonb(l)::text FROM dlock_internal.lease AS l WHERE l.key = ANY($1)";
+                for row in world.superuser.query(sql, &[&world.keys]).await.unwrap_or_default() {
+                    rows.push_str(&format!("\n  {}", row.get::<_, String>(0)));
+                }
+                result = Err(format!("step {step} ({op:?}): {e}; the keys' rows:{rows}"));
                 break;
             }
         }

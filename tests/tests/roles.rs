@@ -203,3 +203,37 @@ async fn lease_state_is_closed_to_public() {
     assert!(user.try_acquire(&k, &o, "30s").await.unwrap().is_some());
     assert!(user.release(&k, &o).await.unwrap());
 }
+
+/// A refused renew or release lets go of the key before its error reaches the caller: the
+/// server sends an error before it aborts the transaction, and a key lock still held then
+/// made the holder's next try, sent the moment the error came back, answer NULL (busy).
+#[tokio::test]
+async fn a_refused_call_lets_go_of_the_key_before_it_answers() {
+    const T: &str = "a_refused_call_lets_go_of_the_key_before_it_answers";
+    const ROUNDS: usize = 300;
+    let cluster = Cluster::shared();
+    let superuser = cluster.connect().await;
+    create_roles(&superuser, &["refused_r1", "refused_r2"], &[]).await;
+    let (r1, r2) = (cluster.connect_as("refused_r1").await, cluster.connect_as("refused_r2").await);
+    let (k, o) = (key(T, "k"), owner(T, "o"));
+    let fence = r1.try_acquire(&k, &o, "60s").await.unwrap().expect("r1 is granted");
+    let mut busy = [0; 2];
+    for round in 0..ROUNDS {
+        let refused = if round % 2 == 0 {
+            r2.renew(&k, &o, Some("60s")).await.map(|_| ())
+        } else {
+            r2.release(&k, &o).await.map(|_| ())
+        };
+        expect_sqlstate(refused, &SqlState::INSUFFICIENT_PRIVILEGE, "r2 on r1's lease");
+        match r1.try_acquire(&k, &o, "60s").await.unwrap() {
+            Some(f) => assert_eq!(f, fence, "a reentry answers the lease's own fence"),
+            None => busy[round % 2] += 1,
+        }
+    }
+    assert_eq!(
+        busy,
+        [0, 0],
+        "of {ROUNDS} reentries right after a refused renew or release, so many found the key busy"
+    );
+    assert_eq!(r1.release_all(&o).await.unwrap(), 1);
+}

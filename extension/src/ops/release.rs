@@ -70,7 +70,12 @@ pub fn release(key: &str, owner: &str, role: u32) -> Result<bool, DlockError> {
                 keylock::unlock_key(hash);
                 Ok(false)
             }
-            Release::Forbidden => Err(DlockError::ForeignRole { action: "release" }),
+            // Let go of the key first: the error reaches the client before the transaction
+            // aborts, and a try sent the moment it arrives must not find the key locked.
+            Release::Forbidden => {
+                keylock::unlock_key(hash);
+                Err(DlockError::ForeignRole { action: "release" })
+            }
         }
     })
 }
