@@ -5,8 +5,12 @@
 //! only read them. Atomics make that a plain, safe read (and one a signal handler may do),
 //! where a mutable static would need `unsafe` and a comment at every use.
 
+use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicPtr, Ordering};
+
+use bytemuck::Zeroable;
+use pgrx::pg_sys;
 
 /// A `&'static T` set by the postmaster's shared-memory startup hook (and set again after a
 /// crash restart) and read by backends after fork: a structure in shared memory, or a
@@ -34,6 +38,42 @@ impl<T: Sync + 'static> ShmemCell<T> {
     pub fn get(&self) -> Option<&'static T> {
         // SAFETY: null, or made from a `&'static T` by `set`; only ever read through.
         unsafe { self.value.load(Ordering::Acquire).as_ref() }
+    }
+}
+
+/// A structure of `T`s, all zero bytes when the postmaster makes it: counters and slots of
+/// atomics. Its memory is asked for by `request` (in the request hook) and found by `attach`
+/// (in the startup hook), under one name per structure.
+impl<T: Sync + Zeroable + 'static> ShmemCell<&'static [T]> {
+    /// Asks for room for `len` of `T` (the postmaster's shared memory request hook).
+    pub fn request(len: usize) {
+        // SAFETY: a plain request; PostgreSQL itself refuses one outside the request phase.
+        unsafe { pg_sys::RequestAddinShmemSpace(len * size_of::<T>()) };
+    }
+
+    /// Finds `name`'s `len` of `T` in shared memory, made all zero if this is where they are
+    /// made, and sets the cell to them. Whether they were made now (the caller may then set
+    /// values other than zero, before any backend runs).
+    ///
+    /// # Safety
+    /// Only from the postmaster's shared memory startup hook (run again after a crash
+    /// restart, once every backend is gone), with the `len` asked for by [`Self::request`].
+    pub unsafe fn attach(&self, name: &CStr, len: usize) -> bool {
+        let size = len * size_of::<T>();
+        let mut found = false;
+        // SAFETY: the startup hook (our caller's promise) may create and find shared memory;
+        // the memory is `size` bytes, MAXALIGNed (8 bytes, every atomic's alignment), ours
+        // alone by its name; all-zero bytes are a `T` (`Zeroable`).
+        let slice = unsafe {
+            let base = pg_sys::ShmemInitStruct(name.as_ptr(), size, &mut found).cast::<T>();
+            if !found {
+                std::ptr::write_bytes(base.cast::<u8>(), 0, size);
+            }
+            std::slice::from_raw_parts(base.cast_const(), len)
+        };
+        // One slice (two words) leaked per server start, crash restarts included.
+        self.set(Box::leak(Box::new(slice)));
+        !found
     }
 }
 

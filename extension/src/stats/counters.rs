@@ -6,7 +6,6 @@ use super::{COUNTERS, Counter, WAIT_BUCKETS_MS};
 use crate::pg::backend;
 use crate::pg::shmem_cell::ShmemCell;
 use dlock_core::Timestamp;
-use pgrx::pg_sys;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
@@ -17,6 +16,7 @@ const OTHERS: u32 = u32::MAX;
 const BUCKETS: usize = WAIT_BUCKETS_MS.len() + 1;
 
 #[repr(C)]
+#[derive(bytemuck::Zeroable)]
 struct Slot {
     /// The database's OID, `0` while the slot is free.
     database: AtomicU32,
@@ -29,18 +29,18 @@ struct Slot {
 }
 
 /// A slot per database, and the shared one.
-type Slots = [Slot; DATABASES + 1];
+const SLOT_COUNT: usize = DATABASES + 1;
 
 /// The slots in shared memory (unset without preload).
-static SLOTS: ShmemCell<Slots> = ShmemCell::new();
+static SLOTS: ShmemCell<&'static [Slot]> = ShmemCell::new();
 
 thread_local! {
     /// This backend's slot (a backend never changes database).
     static MINE: Cell<Option<&'static Slot>> = const { Cell::new(None) };
 }
 
-fn slots() -> Option<&'static Slots> {
-    SLOTS.get()
+fn slots() -> Option<&'static [Slot]> {
+    SLOTS.get().copied()
 }
 
 /// Whether counts are kept (preloaded, and this is dlock's first library in the process).
@@ -148,32 +148,19 @@ pub fn reset() {
     }
 }
 
-fn size() -> usize {
-    std::mem::size_of::<Slots>()
-}
-
 /// Asks for the counters' memory (`hooks/shmem.rs`).
 pub fn request() {
-    // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(size()) };
+    ShmemCell::<&[Slot]>::request(SLOT_COUNT);
 }
 
-/// Sets the counters up, all zero, counting from now (`hooks/shmem.rs`; after a crash restart
-/// too).
+/// Sets the counters up, all zero (zero counts, free slots), counting from now
+/// (`hooks/shmem.rs`; after a crash restart too).
 pub fn startup() {
-    // SAFETY: runs in the postmaster before any backend; the struct is ours alone, sized for
-    // the slots, and all-zero atomics are zero counts and free slots; shared memory lasts as
-    // long as the backends that read the cell.
-    unsafe {
-        let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock v2 stats".as_ptr(), size(), &mut found) as *mut Slot;
-        if !found {
-            std::ptr::write_bytes(base as *mut u8, 0, size());
-            let now = pg_sys::GetCurrentTimestamp();
-            for i in 0..=DATABASES {
-                (*base.add(i)).since.store(now, Ordering::Relaxed);
-            }
+    // SAFETY: the startup hook, with the length asked for.
+    if unsafe { SLOTS.attach(c"dlock v2 stats", SLOT_COUNT) } {
+        let now = backend::now();
+        for slot in slots().into_iter().flatten() {
+            slot.since.store(now, Ordering::Relaxed);
         }
-        SLOTS.set(&*(base as *const Slots));
     }
 }

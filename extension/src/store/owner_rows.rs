@@ -13,15 +13,12 @@
 //! dlock's own, like a catalog.
 
 use crate::pg::shmem_cell::ShmemCell;
-use pgrx::pg_sys;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BUCKETS: usize = 1024;
 
-type Counts = [AtomicU64; BUCKETS];
-
 /// The counts in shared memory (unset without preload).
-static COUNTS: ShmemCell<Counts> = ShmemCell::new();
+static COUNTS: ShmemCell<&'static [AtomicU64]> = ShmemCell::new();
 
 fn bucket(key: &str) -> usize {
     (dlock_core::key::key_hash(key) % BUCKETS as u64) as usize
@@ -41,22 +38,11 @@ pub fn inserting(key: &str) {
 
 /// Asks for the counts' memory (`hooks/shmem.rs`'s request hook).
 pub fn request() {
-    // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Counts>()) };
+    ShmemCell::<&[AtomicU64]>::request(BUCKETS);
 }
 
 /// Sets the counts up, all zero (`hooks/shmem.rs`'s startup hook; after a crash restart too).
 pub fn startup() {
-    // SAFETY: runs in the postmaster before any backend; the struct is ours alone, sized for
-    // the counts, which all-zero bytes make zero; shared memory lasts as long as the backends
-    // that read the cell.
-    unsafe {
-        let size = std::mem::size_of::<Counts>();
-        let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock v3 owner row counts".as_ptr(), size, &mut found);
-        if !found {
-            std::ptr::write_bytes(base as *mut u8, 0, size);
-        }
-        COUNTS.set(&*(base as *const Counts));
-    }
+    // SAFETY: the startup hook, with the length asked for.
+    unsafe { COUNTS.attach(c"dlock v3 owner row counts", BUCKETS) };
 }

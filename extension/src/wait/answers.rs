@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 const KEY_WORDS: usize = MAX_KEY_BYTES.div_ceil(8);
 
 #[repr(C)]
+#[derive(bytemuck::Zeroable)]
 struct Slot {
     /// Odd while the owner writes its key.
     sequence: AtomicU64,
@@ -90,26 +91,13 @@ pub fn available() -> bool {
 
 /// Asks for the slots' memory (`hooks/shmem.rs`'s request hook).
 pub fn request() {
-    // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(slot_count() * std::mem::size_of::<Slot>()) };
+    ShmemCell::<&[Slot]>::request(slot_count());
 }
 
-/// Sets the slots up, all empty (`hooks/shmem.rs`'s startup hook).
+/// Sets the slots up, all empty: all-zero is an empty slot (`hooks/shmem.rs`'s startup hook).
 pub fn startup() {
-    // SAFETY: runs in the postmaster (and after a crash restart) before any backend; the struct
-    // is ours alone, sized for `slot_count` slots, and all-zero is an empty slot; shared memory
-    // lasts as long as the backends that read the cell.
-    let slots = unsafe {
-        let size = slot_count() * std::mem::size_of::<Slot>();
-        let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock v2 free-wait answers".as_ptr(), size, &mut found);
-        if !found {
-            std::ptr::write_bytes(base as *mut u8, 0, size);
-        }
-        std::slice::from_raw_parts(base as *const Slot, slot_count())
-    };
-    // One slice (two words) leaked per server start, crash restarts included.
-    SLOTS.set(Box::leak(Box::new(slots)));
+    // SAFETY: the startup hook, with the length asked for.
+    unsafe { SLOTS.attach(c"dlock v2 free-wait answers", slot_count()) };
 }
 
 /// This session starts waiting for `key`: published, with no answer yet.

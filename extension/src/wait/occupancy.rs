@@ -6,7 +6,6 @@
 //! is made.
 
 use crate::pg::shmem_cell::ShmemCell;
-use pgrx::pg_sys;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const BUCKETS: usize = 1024;
@@ -21,17 +20,17 @@ pub enum Of {
 }
 
 /// `BUCKETS` counts of each kind.
-type Counts = [AtomicU32; 2 * BUCKETS];
+const COUNTS_LEN: usize = 2 * BUCKETS;
 
 /// The counts in shared memory (unset without preload).
-static COUNTS: ShmemCell<Counts> = ShmemCell::new();
+static COUNTS: ShmemCell<&'static [AtomicU32]> = ShmemCell::new();
 
 fn bucket(of: Of, hash: u64) -> usize {
     of as usize * BUCKETS + (hash % BUCKETS as u64) as usize
 }
 
-fn counts() -> Option<&'static Counts> {
-    COUNTS.get()
+fn counts() -> Option<&'static [AtomicU32]> {
+    COUNTS.get().copied()
 }
 
 /// Whether no session is in a queue of the bucket of `hash` (always false without preload).
@@ -68,23 +67,12 @@ pub fn exit_as(of: Of, hash: u64) {
 
 /// Asks for the counters' memory (`shmem.rs`'s request hook).
 pub fn request() {
-    // SAFETY: the postmaster's shared memory request phase.
-    unsafe { pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Counts>()) };
+    ShmemCell::<&[AtomicU32]>::request(COUNTS_LEN);
 }
 
 /// Sets the counters up, all zero (`shmem.rs`'s startup hook; after a crash restart too,
 /// when every session that counted is gone).
 pub fn startup() {
-    // SAFETY: runs in the postmaster before any backend; the struct is ours alone, sized for
-    // the counts, which all-zero bytes make zero; shared memory lasts as long as the backends
-    // that read the cell.
-    unsafe {
-        let size = std::mem::size_of::<Counts>();
-        let mut found = false;
-        let base = pg_sys::ShmemInitStruct(c"dlock v2 waiter counts".as_ptr(), size, &mut found);
-        if !found {
-            std::ptr::write_bytes(base as *mut u8, 0, size);
-        }
-        COUNTS.set(&*(base as *const Counts));
-    }
+    // SAFETY: the startup hook, with the length asked for.
+    unsafe { COUNTS.attach(c"dlock v2 waiter counts", COUNTS_LEN) };
 }
