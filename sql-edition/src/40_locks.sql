@@ -13,6 +13,10 @@
 --                                   probes it to know whether to NOTIFY
 --   free-wait lock (session, share): held by sessions in dlock_wait_free for the key while they
 --                                   wait, so that pg_locks shows who waits for which key
+--   sweep lock  (xact, exclusive):  taken before the key lock by a sweep of one of the key's
+--                                   rows, held to its commit: a try that finds the key lock
+--                                   taken waits for a sweep (which changes no lease), and
+--                                   answers busy at once for anything else (after_sweep)
 CREATE FUNCTION dlock_internal.key_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7631) $$;
@@ -28,6 +32,40 @@ AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7634) $$;
 CREATE FUNCTION dlock_internal.free_wait_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7636) $$;
+CREATE FUNCTION dlock_internal.sweep_lock(p_key pg_catalog.text) RETURNS pg_catalog.int8
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.hashtextextended(p_key COLLATE "C", 7637) $$;
+
+-- A try found the key lock taken. If a sweep holds it (deleting a row of the key whose lease
+-- was over, as its transaction commits), the key is not busy: waits for the key lock, no longer
+-- than deadlock_timeout, and takes it. Anything else holding it answers at once: false
+-- (extension/src/locks/key.rs, after_sweep). A sweep takes its sweep lock before the key lock,
+-- so whoever finds the key lock taken by a sweep finds the sweep lock taken too, unless the
+-- sweep's commit let go of it in between: then one more try of the key lock. (The commit lets go
+-- of both locks in one call, so the window for a try that still finds the key lock taken is
+-- that call's few microseconds.) The share-mode sweep lock a look takes stays to the end of the
+-- caller's (sub)transaction, which a busy answer rolls back; meanwhile no sweep starts on the key.
+CREATE FUNCTION dlock_internal.after_sweep(p_key pg_catalog.text) RETURNS pg_catalog.bool
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    klock pg_catalog.int8 := dlock_internal.key_lock(p_key);
+    lock_timeout_was pg_catalog.text;
+BEGIN
+    IF pg_catalog.pg_try_advisory_xact_lock_shared(dlock_internal.sweep_lock(p_key)) THEN
+        RETURN pg_catalog.pg_try_advisory_xact_lock(klock);
+    END IF;
+    lock_timeout_was := pg_catalog.current_setting('lock_timeout');
+    BEGIN
+        PERFORM pg_catalog.set_config('lock_timeout', pg_catalog.current_setting('deadlock_timeout'), true);
+        PERFORM pg_catalog.pg_advisory_xact_lock(klock);
+        PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
+        RETURN true;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;   -- the key stayed locked past deadlock_timeout (a whole-table dlock_sweep)
+    END;
+END
+$$;
 
 -- The key's NOTIFY channel: "dlock_" and 16 hex digits, like the native edition's (whose hash
 -- is xxh3: the digits differ, clients take the channel from dlock_watch). No payload: the key's

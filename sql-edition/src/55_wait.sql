@@ -122,7 +122,9 @@ BEGIN
             BEGIN
                 IF p_wait = '0'::pg_catalog.interval THEN
                     IF NOT pg_catalog.pg_try_advisory_xact_lock(klock) THEN
-                        RAISE SQLSTATE 'DLK01';
+                        IF NOT dlock_internal.after_sweep(p_key) THEN
+                            RAISE SQLSTATE 'DLK01';
+                        END IF;
                     END IF;
                 ELSE
                     IF deadline IS NOT NULL THEN

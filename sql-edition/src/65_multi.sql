@@ -29,7 +29,9 @@ BEGIN
                 FOREACH k IN ARRAY sorted LOOP
                     blocked := k;
                     IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(k)) THEN
-                        RAISE SQLSTATE 'DLK01';
+                        IF NOT dlock_internal.after_sweep(k) THEN
+                            RAISE SQLSTATE 'DLK01';
+                        END IF;
                     END IF;
                     SELECT a.fence INTO f
                       FROM dlock_internal.attempt(k, p_owner, p_ttl, 'x', NULL, p_lock_delay, NULL, role_,
@@ -100,12 +102,15 @@ BEGIN
     BEGIN
         IF NOT pg_catalog.pg_try_advisory_xact_lock(klock) THEN
             IF p_settle = '0'::pg_catalog.interval THEN
-                RAISE SQLSTATE 'DLK02';
+                IF NOT dlock_internal.after_sweep(p_key) THEN
+                    RAISE SQLSTATE 'DLK02';
+                END IF;
+            ELSE
+                PERFORM pg_catalog.set_config('lock_timeout', COALESCE(
+                    GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch', p_settle) * 1000))::pg_catalog.int8::pg_catalog.text, '0'), true);
+                PERFORM pg_catalog.pg_advisory_xact_lock(klock);
+                PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
             END IF;
-            PERFORM pg_catalog.set_config('lock_timeout', COALESCE(
-                GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch', p_settle) * 1000))::pg_catalog.int8::pg_catalog.text, '0'), true);
-            PERFORM pg_catalog.pg_advisory_xact_lock(klock);
-            PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
         END IF;
         SELECT a.fence, a.retry_after INTO fence, retry_after
           FROM dlock_internal.attempt(p_key, p_owner, p_ttl, 'x', NULL, '0', NULL, dlock_internal.caller(), false) AS a;

@@ -10,7 +10,7 @@
 --    notifies the watchers of keys whose leases it found expired.
 -- A row is due when it has been over for longer than dlock.sweep_after (settings.sweep_after): free since then,
 -- expired since then (and its lock-delay run out), or bound to a session that has ended. Rows
--- whose key lock is taken are skipped (the key is being changed).
+-- whose key lock (or sweep lock) is taken are skipped (the key is being changed).
 
 -- dlock.sweep_after: the settings table's, or a superuser session's own SET dlock.sweep_after
 -- (as dlock.max_ttl, 30_errors.sql; a bare number is seconds, as the native GUC's unit).
@@ -39,6 +39,18 @@ AS $$
     END
 $$;
 
+-- Takes the key's sweep lock, then its key lock, if nobody holds them; never waits. Both stay to
+-- commit (an xact lock cannot be given back), the sweep lock even when the key lock was not
+-- ours: a try of the key then waits for this commit too (short: the sweep runs as its
+-- transaction commits), and answers as the key stands after it.
+CREATE FUNCTION dlock_internal.lock_for_sweep(p_key pg_catalog.text) RETURNS pg_catalog.bool
+    LANGUAGE sql
+AS $$
+    SELECT CASE WHEN pg_catalog.pg_try_advisory_xact_lock(dlock_internal.sweep_lock(p_key))
+                THEN pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(p_key))
+                ELSE false END
+$$;
+
 -- Deletes the due rows among the rows from p_from up to p_to (ctids), and with p_notify frees
 -- the leases that are over, each under its key lock (skipped when taken): how many rows it changed.
 CREATE FUNCTION dlock_internal.sweep_rows(p_from pg_catalog.tid, p_to pg_catalog.tid, p_notify pg_catalog.bool)
@@ -60,7 +72,7 @@ BEGIN
             -- tell the key's watchers; the key row stays (free since then) for the key's next
             -- grant. (A grant's page sweep leaves such a row as it is until it is due, as the
             -- native sweep does: nobody is told there, so there is nothing to mark.)
-            IF NOT pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(r.key)) THEN
+            IF NOT dlock_internal.lock_for_sweep(r.key) THEN
                 CONTINUE;
             END IF;
             IF r.holder = '' THEN
@@ -79,7 +91,7 @@ BEGIN
                 END IF;
             END IF;
         ELSIF dlock_internal.is_due(r, now_, after)
-              AND pg_catalog.pg_try_advisory_xact_lock(dlock_internal.key_lock(r.key)) THEN
+              AND dlock_internal.lock_for_sweep(r.key) THEN
             DELETE FROM dlock_internal.lease AS l
              WHERE l.key = r.key AND l.holder = r.holder AND dlock_internal.is_due(l, now_, after);
             IF FOUND THEN

@@ -43,10 +43,12 @@ fn take_until(hash: u64, mode: u32, until: Option<Timestamp>) -> bool {
 /// A try, or a wait whose deadline came, found the key lock taken. If a sweep holds it (a grant
 /// deleting a row of the key whose lease was over: no lease changes), the key is not busy:
 /// waits for that grant's commit, no longer than `deadlock_timeout`, and takes the key lock in
-/// `mode`. Anything else holding it answers at once: false.
+/// `mode`. Anything else holding it answers at once: false. No mark may also mean that the
+/// sweep's commit let go of the mark and not yet of the key lock (one call lets go of both, in
+/// the lock table's partition order): hence one more try.
 fn after_sweep(hash: u64, mode: u32) -> bool {
     if !tags::held_elsewhere(&tag(Space::Sweep, hash), pg_sys::ShareLock) {
-        return false;
+        return try_take(hash, mode);
     }
     // SAFETY: reads a setting.
     let slice_us = i64::from(unsafe { pg_sys::DeadlockTimeout }) * 1000;
