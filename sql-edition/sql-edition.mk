@@ -1,6 +1,7 @@
 # The SQL-only edition (sql-edition/): `include sql-edition/sql-edition.mk` from the Makefile.
 #   make sql-edition        builds $(BUILD)/sql-edition/dlock-sql--<version>.sql (its path is
-#                           the last line printed), the pg_tle bundle and the database.dev layout
+#                           the last line printed), the pg_tle bundle, the database.dev layout
+#                           and the one-file update (dlock-sql-update--<version>.sql)
 #   make test-sql-edition   the edition's tests (sql-edition/tests/all.sh): the native pg_regress
 #                           suite with the declared differences on 15 (and under the
 #                           hostile-schema net) and 18, security, crash, waits, bundle, move to

@@ -30,6 +30,10 @@ step waits;                 PG_CONFIG=$pg15 bash "$here/waits.sh"
 step crash;                 PG_CONFIG=$pg15 bash "$here/crash.sh"
 step churn;                 PG_CONFIG=$pg15 bash "$here/churn.sh"
 step "move to native";      PG_CONFIG=$pg15 bash "$here/move.sh"
+step "update, 15";          PG_CONFIG=$pg15 bash "$here/update.sh"
+if [ -x "$PG18_CONFIG" ]; then
+  step "update, 18";        PG_CONFIG=$PG18_CONFIG bash "$here/update.sh"
+fi
 file=$(OUT=$BUILD/sql-edition bash "$SQLED/build.sh" | tail -n 1)
 for pg in "$pg15" "$PG18_CONFIG"; do
   [ -x "$pg" ] || continue

@@ -25,4 +25,20 @@ cmp -s "$body" "$out/check.file.sql" || fail "the one-file install is not the bo
 awk '/^-- ==== extension\/src\/schema\/bootstrap.sql/ { on = 1; next } /^-- ==== / { on = 0 } on' "$body" >"$out/check.bootstrap.sql"
 changed=$(diff "$ROOT/extension/src/schema/bootstrap.sql" "$out/check.bootstrap.sql" | grep -c '^[<>]' || true)
 [ "$changed" = 2 ] || fail "bootstrap.sql is not carried with exactly one line adapted ($changed lines differ)"
-echo "bundle: the one-file install, the pg_tle bundle and the database.dev script carry the same SQL; bootstrap.sql with one line adapted"
+# The update: its code is every function and view of the body (CREATE made CREATE OR REPLACE)
+# and nothing else the body creates; the one-file update is BEGIN, the check, the code, COMMIT.
+update=$out/dlock--0.3.0.update.sql
+diff <(grep -E '^CREATE (FUNCTION|VIEW) ' "$body") \
+     <(grep -E '^CREATE ' "$update" | sed 's/^CREATE OR REPLACE /CREATE /') >/dev/null ||
+  fail "the update's code does not replace exactly the body's functions and views"
+[ "$(grep -cE '^CREATE (FUNCTION|VIEW) ' "$update")" = 0 ] || fail "the update's code creates without OR REPLACE"
+{ echo "BEGIN;"; sed "s/@VERSION@/0.3.0/g; s/@FROM@//" "$SQLED/update_check.sql"; cat "$update"; echo "COMMIT;"; } >"$out/check.update.sql"
+sed '1,2d' "$out/dlock-sql-update--0.3.0.sql" | cmp -s - "$out/check.update.sql" || fail "the one-file update is not the check and the code in one transaction"
+# A next release's update paths (pg_tle, database.dev) carry its code byte for byte.
+OUT=$out/next VERSION=0.3.1 UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
+awk '/^\$_pgtle_\$$/ { n++; next } n == 1' "$out/next/dlock-pgtle--0.3.0--0.3.1.sql" >"$out/check.pgtle-update.sql"
+cmp -s "$out/next/dlock--0.3.1.update.sql" "$out/check.pgtle-update.sql" || fail "the pg_tle update path does not carry the code exactly"
+grep -q "^SELECT pgtle.install_update_path($" "$out/next/dlock-pgtle--0.3.0--0.3.1.sql" || fail "the pg_tle update path does not call pgtle.install_update_path"
+cmp -s "$out/next/dlock--0.3.1.update.sql" "$out/next/dbdev/dlock--0.3.0--0.3.1.sql" || fail "the database.dev update script is not the code"
+grep -q "'sql 0.3.1'" "$out/next/dlock--0.3.1.update.sql" || fail "the next release's code does not say its release"
+echo "bundle: the one-file install, the pg_tle bundle and the database.dev script carry the same SQL; bootstrap.sql with one line adapted; the update files carry the code exactly"

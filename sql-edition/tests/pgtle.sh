@@ -8,7 +8,8 @@
 #
 # Then, as a role that is no superuser (a member of pgtle_admin, as on RDS): the bundle's
 # pgtle.install_extension; as the database's owner (no superuser): CREATE EXTENSION dlock; a
-# lock cycle; and pgtle.install_update_path from this release to itself is refused as a no-op.
+# lock cycle; then a next release built from this source (0.3.1) through
+# pgtle.install_update_path and ALTER EXTENSION dlock UPDATE, a lease held across it.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if [ -z "${PG_TLE_SRC:-}" ]; then
   echo "pgtle: skipped (set PG_TLE_SRC to a pg_tle source tree to build it and install the bundle through it)"
@@ -55,4 +56,13 @@ expect app_owner "SELECT extversion || ' ' || (SELECT rolname FROM pg_roles WHER
 expect app_owner "SELECT array_to_string(extconfig::regclass[], ',') FROM pg_extension WHERE extname = 'dlock'" "dlock_internal.fence_seq"
 expect app_owner "SELECT dlock.dlock_acquire('tle:k', 'o', '1 minute') > 0 AND dlock.dlock_release('tle:k', 'o')" t
 expect_error app_owner "SELECT dlock.dlock_fast_acquire('tle:k', 'o', '1 minute')" 0A000
-echo "pgtle: the bundle installed through pg_tle $(q postgres "SELECT extversion FROM pg_extension WHERE extname = 'pg_tle'") by a non-superuser; CREATE EXTENSION dlock works"
+# The update path to a next release, a lease held across it.
+OUT=$BUILD/sql-edition/next VERSION=0.3.1 UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
+held=$(q app_owner "SELECT dlock.dlock_acquire('tle:held', 'o', '1 hour')")
+psql -X -q -v ON_ERROR_STOP=1 -U app_owner -d app -f "$BUILD/sql-edition/next/dlock-pgtle--0.3.0--0.3.1.sql" >/dev/null ||
+  fail "pgtle.install_update_path refused the update path"
+psql -X -q -v ON_ERROR_STOP=1 -U app_owner -d app -c "ALTER EXTENSION dlock UPDATE TO '0.3.1'" >/dev/null || fail "ALTER EXTENSION dlock UPDATE (pg_tle) failed"
+expect app_owner "SELECT extversion || ' ' || dlock_internal.edition() FROM pg_extension WHERE extname = 'dlock'" "0.3.1 sql 0.3.1"
+expect app_owner "SELECT dlock.dlock_holds('tle:held', $held)" t
+expect app_owner "SELECT dlock.dlock_acquire('tle:k', 'o', '1 minute') > $held" t
+echo "pgtle: the bundle installed through pg_tle $(q postgres "SELECT extversion FROM pg_extension WHERE extname = 'pg_tle'") by a non-superuser; CREATE EXTENSION dlock works; updated to 0.3.1 by its update path, a lease held across"

@@ -9,7 +9,7 @@
 #
 #   PG_CONFIG=...   the PostgreSQL to test (default 15)
 #   DLOCK_HOSTILE=1 under the hostile-schema net (tests/fixtures/hostile): the cluster's traps
-#                   in schema public, first on every search_path; the install is armed
+#                   in schema public, first on every search_path; the install and the update are armed
 #   SQLED_ACCEPT=1  write the current differences to $OUT/differences.diff (to READ, then
 #                   declare what is legitimate), instead of failing
 source "$(dirname "${BASH_SOURCE[0]}")/../../tests/scripts/common.sh"
@@ -48,11 +48,12 @@ eval "$(bash "$cluster_sh" start "$cluster")"
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE ROLE dlock_installer LOGIN CREATEROLE"
 regress_database dlock_installer
 # Installed into schema public, as the native suite creates the extension there; under the
-# net the traps are there too, and armed for the install.
+# net the traps are there too, armed for the install, and searched before pg_catalog (which a
+# search_path that does not name it searches first, where it hides every trap of its exact types).
 armed=
 [ "${DLOCK_HOSTILE:-}" = 1 ] && armed="SET dlock_trap.armed = on"
 psql -X -q -v ON_ERROR_STOP=1 -d dlock_regress -U dlock_installer \
-  -c "SET search_path = public" ${armed:+-c "$armed"} -f "$file" >"$OUT/install.log" 2>&1 || {
+  -c "SET search_path = public${armed:+, pg_catalog}" ${armed:+-c "$armed"} -f "$file" >"$OUT/install.log" 2>&1 || {
   cat "$OUT/install.log" >&2
   echo "sql-edition regress: the install failed" >&2
   exit 1
@@ -83,6 +84,14 @@ if [ "${DLOCK_HOSTILE:-}" = 1 ]; then
              WHEN 'pg_type'::regclass THEN (SELECT t.typnamespace FROM pg_type AS t WHERE t.oid = d.refobjid)
            END = 'public'::regnamespace")
   [ -z "$bound" ] || { echo "sql-edition regress: the install bound objects of the traps' schema: $bound" >&2; exit 1; }
+  # The one-file update (the code again), armed as the install was: nothing it runs may
+  # resolve to the traps either, and what follows checks the code it put back.
+  update=$(dirname "$file")/dlock-sql-update--0.3.0.sql
+  psql -X -q -v ON_ERROR_STOP=1 -d dlock_regress -U dlock_installer \
+    -c "SET search_path = public, pg_catalog" -c "SET dlock_trap.armed = on" -f "$update" >"$OUT/update.log" 2>&1 ||
+    { cat "$OUT/update.log" >&2; echo "sql-edition regress: the update failed under the net" >&2; exit 1; }
+  grep -q "dlock-trap sprung" "$OUT/update.log" &&
+    { cat "$OUT/update.log" >&2; echo "sql-edition regress: a hostile-schema trap sprang during the update" >&2; exit 1; }
   # Every public function once more with the net armed (a trap anywhere in it springs).
   # As a superuser, and as a plain role (the functions then switch to their owner, whose
   # search_path they pin all the same).
