@@ -18,7 +18,7 @@ DROP FUNCTION dlock_acquire(pg_catalog.text, pg_catalog.text, pg_catalog.interva
     dlock_wait_free(pg_catalog.text, pg_catalog.interval),
     dlock_watch(pg_catalog.text),
     dlock_unwatch(pg_catalog.text),
-    dlock_sweep(),
+    dlock_sweep(pg_catalog.int4),
     dlock_fast_acquire(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.interval),
     dlock_fast_renew(pg_catalog.text, pg_catalog.text, pg_catalog.interval),
     dlock_fast_release(pg_catalog.text, pg_catalog.text),

@@ -6,8 +6,8 @@
 --    grant in eight that added none sweeps one too: the due rows settle at about one per page, so the table
 --    stays at about what the live leases and the keys of the last sweep_after need, whatever
 --    the churn of keys;
---  * dlock_sweep() sweeps the whole table (a pg_cron job, or the client, may call it), and
---    notifies the watchers of keys whose leases it found expired.
+--  * dlock_sweep() sweeps the table (a pg_cron job, or the client, may call it), a bounded
+--    number of rows a call, and notifies the watchers of keys whose leases it found expired.
 -- A row is due when it has been over for longer than dlock.sweep_after (settings.sweep_after): free since then,
 -- expired since then (and its lock-delay run out), or bound to a session that has ended. Rows
 -- whose key lock (or sweep lock) is taken are skipped (the key is being changed).
@@ -53,7 +53,12 @@ $$;
 
 -- Deletes the due rows among the rows from p_from up to p_to (ctids), and with p_notify frees
 -- the leases that are over, each under its key lock (skipped when taken): how many rows it changed.
-CREATE FUNCTION dlock_internal.sweep_rows(p_from pg_catalog.tid, p_to pg_catalog.tid, p_notify pg_catalog.bool)
+-- At most p_max rows are locked (NULL: no limit; a page sweep is bounded by its page): each
+-- keeps its sweep and key locks (and a notify its watch lock) until the transaction ends, and
+-- those take room in the server's shared lock table, which every session's locks share (a
+-- sweep of 20,000 rows ran out of it with the default max_locks_per_transaction).
+CREATE FUNCTION dlock_internal.sweep_rows(p_from pg_catalog.tid, p_to pg_catalog.tid, p_notify pg_catalog.bool,
+                                          p_max pg_catalog.int4)
     RETURNS pg_catalog.int4 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -61,21 +66,25 @@ DECLARE
     after pg_catalog.interval := dlock_internal.sweep_after();
     r dlock_internal.lease;
     n pg_catalog.int4 := 0;
+    locked pg_catalog.int4 := 0;
 BEGIN
     -- A TID range scan; rows that cannot be over are filtered out before PL/pgSQL sees them.
     FOR r IN SELECT l.* FROM dlock_internal.lease AS l
               WHERE l.ctid >= p_from AND l.ctid < p_to
                 AND (l.hold_count = 0 OR l.owner IS NULL OR l.expires_at = 'infinity' OR l.expires_at <= now_) LOOP
+        EXIT WHEN locked OPERATOR(pg_catalog.>=) p_max;
         IF p_notify AND r.hold_count > 0 AND r.owner IS NOT NULL AND NOT dlock_internal.is_live(r, now_)
            AND (r.expires_at = 'infinity' OR r.expires_at + r.lock_delay <= now_) THEN
             -- dlock_sweep(): over (expired, lock-delay run out, or its session gone): free it and
             -- tell the key's watchers; the key row stays (free since then) for the key's next
-            -- grant. (A grant's page sweep leaves such a row as it is until it is due, as the
-            -- native sweep does: nobody is told there, so there is nothing to mark.)
+            -- grant, unless it is due already (over for longer than sweep_after): then it goes.
+            -- (A grant's page sweep leaves such a row as it is until it is due, as the native
+            -- sweep does: nobody is told there, so there is nothing to mark.)
+            locked := locked + 1;
             IF NOT dlock_internal.lock_for_sweep(r.key) THEN
                 CONTINUE;
             END IF;
-            IF r.holder = '' THEN
+            IF r.holder = '' AND NOT dlock_internal.is_due(r, now_, after) THEN
                 UPDATE dlock_internal.lease AS l
                    SET hold_count = 0, owner = NULL, role = NULL, holder_pid = NULL, info = NULL,
                        expires_at = CASE WHEN r.expires_at = 'infinity' THEN now_ ELSE r.expires_at + r.lock_delay END
@@ -90,12 +99,14 @@ BEGIN
                     PERFORM dlock_internal.notify(r.key);
                 END IF;
             END IF;
-        ELSIF dlock_internal.is_due(r, now_, after)
-              AND dlock_internal.lock_for_sweep(r.key) THEN
-            DELETE FROM dlock_internal.lease AS l
-             WHERE l.key = r.key AND l.holder = r.holder AND dlock_internal.is_due(l, now_, after);
-            IF FOUND THEN
-                n := n + 1;
+        ELSIF dlock_internal.is_due(r, now_, after) THEN
+            locked := locked + 1;
+            IF dlock_internal.lock_for_sweep(r.key) THEN
+                DELETE FROM dlock_internal.lease AS l
+                 WHERE l.key = r.key AND l.holder = r.holder AND dlock_internal.is_due(l, now_, after);
+                IF FOUND THEN
+                    n := n + 1;
+                END IF;
             END IF;
         END IF;
     END LOOP;
@@ -117,7 +128,7 @@ BEGIN
     END IF;
     page := pg_catalog.floor(pg_catalog.random() * pages)::pg_catalog.int8;
     RETURN dlock_internal.sweep_rows(pg_catalog.format('(%s,0)', page)::pg_catalog.tid,
-                                     pg_catalog.format('(%s,0)', page + 1)::pg_catalog.tid, false);
+                                     pg_catalog.format('(%s,0)', page + 1)::pg_catalog.tid, false, NULL);
 END
 $$;
 
@@ -150,12 +161,25 @@ BEGIN
 END
 $$;
 
--- The whole table: the number of rows deleted. For a pg_cron job
--- (SELECT cron.schedule('dlock-sweep', '* * * * *', 'SELECT dlock_sweep()')) or the client.
-CREATE FUNCTION dlock_sweep() RETURNS pg_catalog.int4
+-- The table, up to max_rows rows (locked: changed, or found changing): the number of rows it
+-- deleted or freed. For a pg_cron job (SELECT cron.schedule('dlock-sweep', '* * * * *',
+-- 'SELECT dlock_sweep()')) or the client; a backlog larger than max_rows takes more calls, each
+-- its own transaction (a function cannot commit, and its locks stay until its caller's
+-- commit). NULL, the default: as many as 16 x max_locks_per_transaction (1,024 by default), the
+-- most it accepts: each row keeps up to three advisory locks, in the lock table every session
+-- shares (max_locks_per_transaction x the server's connections: about 7,700 entries by default).
+CREATE FUNCTION dlock_sweep(max_rows pg_catalog.int4 DEFAULT NULL) RETURNS pg_catalog.int4
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    most pg_catalog.int4 := 16 * pg_catalog.current_setting('max_locks_per_transaction')::pg_catalog.int4;
 BEGIN
-    RETURN dlock_internal.sweep_rows('(0,0)'::pg_catalog.tid, '(4294967295,0)'::pg_catalog.tid, true);
+    IF max_rows < 1 OR max_rows > most THEN
+        PERFORM dlock_internal.fail('22023', pg_catalog.format(
+            'max_rows must be between 1 and %s (16 x max_locks_per_transaction), not %s', most, max_rows),
+            'Each row a sweep changes keeps up to three advisory locks until its transaction ends, in the lock table every session shares: sweep a larger backlog in several calls, each its own transaction.');
+    END IF;
+    RETURN dlock_internal.sweep_rows('(0,0)'::pg_catalog.tid, '(4294967295,0)'::pg_catalog.tid, true,
+                                     COALESCE(max_rows, most));
 END
 $$;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The lease table stays bounded under a churn of new keys, with no background worker: 20,000
 # keys taken and released once each (settings.sweep_after = 0) leave a fraction of the rows,
-# swept by the grants themselves; dlock_sweep() then empties it of everything that is over.
+# swept by the grants themselves; dlock_sweep(), called until it changes nothing, then empties
+# it of everything that is over.
 # (Without the grants' page sweeps the table would keep all 20,000 rows.) Then the grants of
 # keys used again, which add no row, sweep the rows of keys taken once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,9 +25,18 @@ pages=$(q app_owner "SELECT pg_relation_size('dlock_internal.lease') / 8192")
 echo "churn: 20000 keys taken and released: $rows rows left on $pages pages"
 [ "$rows" -lt 4000 ] || fail "the grants' sweeps left $rows of 20000 rows"
 q app_owner "SELECT dlock_acquire('live', 'o', '1 hour')" >/dev/null
-q app_owner "SELECT dlock_sweep()" >/dev/null
+# sweep_all: dlock_sweep() until it changes nothing (each call its own transaction); how many calls.
+sweep_all() {
+  local calls=1
+  while [ "$(q app_owner "SELECT dlock_sweep()")" != 0 ]; do
+    calls=$((calls + 1))
+    [ "$calls" -lt 100 ] || fail "dlock_sweep() still changes rows after $calls calls"
+  done
+  echo "$calls"
+}
+calls=$(sweep_all)
 expect app_owner "SELECT count(*) FROM dlock_internal.lease" 1
-echo "churn: dlock_sweep() left the one live lease"
+echo "churn: $calls calls of dlock_sweep() left the one live lease"
 
 # Grants that write over a key row sweep a page too, one in eight (sweep_later): 2,000 keys
 # taken once while their rows were not due (their grants' sweeps found nothing to delete) are
@@ -48,3 +58,26 @@ after=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
 pages=$(q app_owner "SELECT pg_relation_size('dlock_internal.lease') / 8192")
 echo "churn: 2000 grants of 2 keys used again swept the rows of keys taken once: $before rows, then $after ($pages pages)"
 [ "$after" -lt $((before * 3 / 4)) ] || fail "the grants of keys used again swept nothing: $before rows, then $after"
+
+# A backlog larger than one dlock_sweep() takes (an expiry storm, say): each call locks at most
+# 16 x max_locks_per_transaction rows (1,024 here), each row's locks held to its commit in the
+# lock table every session shares: a sweep of them all at once ran out of it. Calls, each its own
+# transaction, clear it; bad limits are refused.
+q app_owner "VACUUM FULL dlock_internal.lease" >/dev/null
+q app_owner "UPDATE dlock_internal.settings SET sweep_after = '1 hour'" >/dev/null
+cat >"$SQLED_DIR/storm.sql" <<'SQL'
+\set k random(1, 1000000000)
+SELECT dlock_acquire('storm:' || :k, 'o', '1 millisecond');
+SQL
+pgbench_as_owner storm.sql 4 3000
+backlog=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
+[ "$backlog" -gt 11000 ] || fail "the storm left $backlog rows"
+q app_owner "UPDATE dlock_internal.settings SET sweep_after = '0'" >/dev/null
+expect_error app_owner "SELECT dlock_sweep(0)" 22023 "max_rows must be between 1 and 1024"
+expect_error app_owner "SELECT dlock_sweep(1025)" 22023 "16 x max_locks_per_transaction"
+expect app_owner "SELECT dlock_sweep(10)" 10
+first=$(q app_owner "SELECT dlock_sweep()")
+[ "$first" = 1024 ] || fail "a call of dlock_sweep() over $backlog due rows changed $first, want 1024"
+calls=$(( $(sweep_all) + 2 ))
+expect app_owner "SELECT count(*) FROM dlock_internal.lease WHERE key LIKE 'storm:%'" 0
+echo "churn: a backlog of $backlog expired leases cleared by $calls calls of dlock_sweep(), each at most 1024 rows"
