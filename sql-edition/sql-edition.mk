@@ -10,7 +10,8 @@
 #                           as a managed service's database owner would (sql-edition/demo.sh)
 #   make bench-sql-edition  pairs/s beside the hand-written table, the PL/pgSQL floor and the
 #                           native extension, hand-off latency, the CPU of 100 parked waiters,
-#                           and instructions per pair (callgrind) (make bench too)
+#                           instructions per pair (callgrind), and the table's size through a
+#                           churn of 1M keys (make bench too)
 .PHONY: sql-edition demo-sql test-sql-edition bench-sql-edition
 
 sql-edition:
@@ -29,3 +30,4 @@ demo-sql:
 bench-sql-edition: sql-edition
 	@BUILD=$(BUILD) bash sql-edition/bench/waiters.sh
 	@BUILD=$(BUILD) bash sql-edition/bench/instructions.sh
+	@BUILD=$(BUILD) bash sql-edition/bench/churn.sh

@@ -52,22 +52,23 @@ AS $$
 $$;
 
 -- Deletes the due rows among the rows from p_from up to p_to (ctids), and with p_notify frees
--- the leases that are over, each under its key lock (skipped when taken): how many rows it changed.
--- At most p_max rows are locked (NULL: no limit; a page sweep is bounded by its page): each
+-- the leases that are over, each under its key lock (skipped when taken): how many rows it
+-- changed, and how many it locked. At most p_max rows are locked: each
 -- keeps its sweep and key locks (and a notify its watch lock) until the transaction ends, and
 -- those take room in the server's shared lock table, which every session's locks share (a
 -- sweep of 20,000 rows ran out of it with the default max_locks_per_transaction).
 CREATE FUNCTION dlock_internal.sweep_rows(p_from pg_catalog.tid, p_to pg_catalog.tid, p_notify pg_catalog.bool,
-                                          p_max pg_catalog.int4)
-    RETURNS pg_catalog.int4 LANGUAGE plpgsql
+                                          p_max pg_catalog.int4,
+                                          OUT changed pg_catalog.int4, OUT locked pg_catalog.int4)
+    LANGUAGE plpgsql
 AS $$
 DECLARE
     now_ pg_catalog.timestamptz := pg_catalog.clock_timestamp();
     after pg_catalog.interval := dlock_internal.sweep_after();
     r dlock_internal.lease;
     n pg_catalog.int4 := 0;
-    locked pg_catalog.int4 := 0;
 BEGIN
+    locked := 0;
     -- A TID range scan; rows that cannot be over are filtered out before PL/pgSQL sees them.
     FOR r IN SELECT l.* FROM dlock_internal.lease AS l
               WHERE l.ctid >= p_from AND l.ctid < p_to
@@ -110,12 +111,12 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
-    RETURN n;
+    changed := n;
 END
 $$;
 
--- One random page's rows.
-CREATE FUNCTION dlock_internal.sweep_page() RETURNS pg_catalog.int4
+-- One random page's rows, locking at most p_max: how many it locked.
+CREATE FUNCTION dlock_internal.sweep_page(p_max pg_catalog.int4) RETURNS pg_catalog.int4
     LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -127,8 +128,8 @@ BEGIN
         RETURN 0;
     END IF;
     page := pg_catalog.floor(pg_catalog.random() * pages)::pg_catalog.int8;
-    RETURN dlock_internal.sweep_rows(pg_catalog.format('(%s,0)', page)::pg_catalog.tid,
-                                     pg_catalog.format('(%s,0)', page + 1)::pg_catalog.tid, false, NULL);
+    RETURN (SELECT s.locked FROM dlock_internal.sweep_rows(pg_catalog.format('(%s,0)', page)::pg_catalog.tid,
+                                     pg_catalog.format('(%s,0)', page + 1)::pg_catalog.tid, false, p_max) AS s);
 END
 $$;
 
@@ -140,11 +141,24 @@ $$;
 -- from an autocommit statement: with the extended protocol every driver uses, even an
 -- autocommit statement starts after its transaction does.) Runs as the table's owner with its
 -- own search_path: at commit no public function's SET is in force any more.
+-- A transaction's sweeps lock at most 8 x max_locks_per_transaction rows (512 by default),
+-- counted in dlock_sql.swept (local to the transaction): it fires once per row its grants
+-- added, and each swept row keeps two locks to the commit, in the lock table every session
+-- shares; unbounded, a transaction that took 2,000 new keys while many rows were due failed
+-- at its COMMIT ("out of shared memory"). Rows past the budget wait for later grants' sweeps.
+-- (A role that sets dlock_sql.swept itself only spares its own transactions' sweeps.)
 CREATE FUNCTION dlock_internal.sweep_at_commit() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    seen pg_catalog.text := pg_catalog.current_setting('dlock_sql.swept', true);
+    used pg_catalog.int4 := CASE WHEN seen ~ '^[0-9]{1,9}$' THEN seen::pg_catalog.int4 ELSE 0 END;
+    budget pg_catalog.int4 := 8 * pg_catalog.current_setting('max_locks_per_transaction')::pg_catalog.int4;
 BEGIN
-    PERFORM dlock_internal.sweep_page();
+    IF used < budget THEN
+        used := used + dlock_internal.sweep_page(budget - used);
+        PERFORM pg_catalog.set_config('dlock_sql.swept', used::pg_catalog.text, true);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -179,7 +193,7 @@ BEGIN
             'max_rows must be between 1 and %s (16 x max_locks_per_transaction), not %s', most, max_rows),
             'Each row a sweep changes keeps up to three advisory locks until its transaction ends, in the lock table every session shares: sweep a larger backlog in several calls, each its own transaction.');
     END IF;
-    RETURN dlock_internal.sweep_rows('(0,0)'::pg_catalog.tid, '(4294967295,0)'::pg_catalog.tid, true,
-                                     COALESCE(max_rows, most));
+    RETURN (SELECT s.changed FROM dlock_internal.sweep_rows('(0,0)'::pg_catalog.tid, '(4294967295,0)'::pg_catalog.tid,
+                                                            true, COALESCE(max_rows, most)) AS s);
 END
 $$;

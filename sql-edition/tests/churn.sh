@@ -59,7 +59,7 @@ pages=$(q app_owner "SELECT pg_relation_size('dlock_internal.lease') / 8192")
 echo "churn: 2000 grants of 2 keys used again swept the rows of keys taken once: $before rows, then $after ($pages pages)"
 [ "$after" -lt $((before * 3 / 4)) ] || fail "the grants of keys used again swept nothing: $before rows, then $after"
 
-# A backlog larger than one dlock_sweep() takes (an expiry storm, say): each call locks at most
+# A backlog larger than one transaction's sweeps or one dlock_sweep() take (an expiry storm, say): each call locks at most
 # 16 x max_locks_per_transaction rows (1,024 here), each row's locks held to its commit in the
 # lock table every session shares: a sweep of them all at once ran out of it. Calls, each its own
 # transaction, clear it; bad limits are refused.
@@ -73,6 +73,18 @@ pgbench_as_owner storm.sql 4 3000
 backlog=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
 [ "$backlog" -gt 11000 ] || fail "the storm left $backlog rows"
 q app_owner "UPDATE dlock_internal.settings SET sweep_after = '0'" >/dev/null
+# A transaction that takes 2,000 new keys meanwhile sweeps as it commits, one page per row it
+# added, but locks at most 512 rows (8 x max_locks_per_transaction) there: unbounded, its
+# COMMIT failed ("out of shared memory").
+out=$(psql -X -q -At -v ON_ERROR_STOP=1 -U app_owner -d app -c "BEGIN" \
+  -c "SELECT count(dlock_acquire('batch:' || i, 'o', '1 minute')) FROM generate_series(1, 2000) AS i" -c "COMMIT" 2>&1) ||
+  fail "a transaction of 2,000 new keys over $backlog due rows did not commit: $out"
+rows=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
+swept=$((backlog + 2000 - rows))
+[ "$swept" -gt 0 ] && [ "$swept" -le 512 ] || fail "the commit of 2,000 new keys swept $swept rows, want 1 to 512"
+echo "churn: a transaction of 2,000 new keys over $backlog due rows committed, sweeping $swept of them"
+q app_owner "SELECT dlock_release_all('o')" >/dev/null
+backlog=$(q app_owner "SELECT count(*) FROM dlock_internal.lease")
 expect_error app_owner "SELECT dlock_sweep(0)" 22023 "max_rows must be between 1 and 1024"
 expect_error app_owner "SELECT dlock_sweep(1025)" 22023 "16 x max_locks_per_transaction"
 expect app_owner "SELECT dlock_sweep(10)" 10
