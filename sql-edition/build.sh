@@ -5,7 +5,8 @@
 #   $OUT/dlock-sql--$V.sql            the one-file install: the body in one transaction
 #   $OUT/dlock-pgtle--$V.sql          the pg_tle bundle: pgtle.install_extension(..., body)
 #   $OUT/dbdev/                       a database.dev package: dlock.control, dlock--$V.sql
-#   $OUT/dlock--$V.update.sql         the code again: every function and the view (CREATE OR
+#   $OUT/dlock--$V.update.sql         the code again: update_installer.sql (only the installer
+#                                     updates), then every function and the view (CREATE OR
 #                                     REPLACE), none of the state (the *.state.sql files)
 #   $OUT/dlock-sql-update--$V.sql     the one-file update: a check of what is installed, then
 #                                     the code, in one transaction (see update_check below)
@@ -60,6 +61,8 @@ mv "$body.tmp" "$body"
 # Anything else such a file creates fails the build: state belongs in a *.state.sql file.
 update="$OUT/dlock--$VERSION.update.sql"
 {
+  echo "-- ==== sql-edition/update_installer.sql"
+  cat "$here/update_installer.sql"
   for f in "$here"/src/*.sql; do
     case "$f" in *.state.sql) continue ;; esac
     if [ -n "$(grep -E '^CREATE ' "$f" | grep -vE '^CREATE (FUNCTION|VIEW) ' || true)" ]; then

@@ -3,10 +3,8 @@
 -- Refused, before anything changes:
 --   * no edition in this database (55000): install it first;
 --   * a release this one does not update from, a newer one among them (55000);
---   * an updater other than the role that installed it (42501): CREATE OR REPLACE keeps a
---     function's owner, but a function new in this release would belong to the updater, and
---     SECURITY DEFINER functions must all run as the installer (a superuser's would lend its
---     standing to every caller);
+--   * an updater other than the role that installed it (42501: update_installer.sql, the
+--     code's own first step, in every update path);
 --   * the public functions elsewhere than the first schema of the search_path (55000): the
 --     update would create a second set there.
 -- The settings table's lock serializes two updates; the edition's functions only read that
@@ -15,7 +13,6 @@ DO $update_check$
 DECLARE
     accepted pg_catalog.text[] := ARRAY[@FROM@'sql @VERSION@'];
     installed pg_catalog.text;
-    installer pg_catalog.oid;
     home pg_catalog.text;
 BEGIN
     IF pg_catalog.to_regprocedure('dlock_internal.edition()') IS NULL THEN
@@ -31,15 +28,10 @@ BEGIN
                 'sql @VERSION@', pg_catalog.array_to_string(accepted, ' or '), installed),
             HINT = 'Update release by release, with each release''s own update file; a newer release is never taken back.';
     END IF;
-    SELECT n.nspowner INTO installer FROM pg_catalog.pg_namespace AS n
-     WHERE n.nspname OPERATOR(pg_catalog.=) 'dlock_internal'::pg_catalog.name;
-    IF installer OPERATOR(pg_catalog.<>) (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = pg_catalog.format('only %s, the role that installed dlock, may update it', installer::pg_catalog.regrole),
-            HINT = pg_catalog.format('Run the update as %s (SET ROLE %s).', installer::pg_catalog.regrole, installer::pg_catalog.regrole);
-    END IF;
     SELECT n.nspname INTO home FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-     WHERE p.proname OPERATOR(pg_catalog.=) 'dlock_release'::pg_catalog.name AND p.proowner OPERATOR(pg_catalog.=) installer
+     WHERE p.proname OPERATOR(pg_catalog.=) 'dlock_release'::pg_catalog.name
+       AND p.proowner OPERATOR(pg_catalog.=) (SELECT i.nspowner FROM pg_catalog.pg_namespace AS i
+                                               WHERE i.nspname OPERATOR(pg_catalog.=) 'dlock_internal'::pg_catalog.name)
      ORDER BY n.nspname LIMIT 1;
     IF home IS NULL OR pg_catalog.current_schema() IS NULL
        OR home OPERATOR(pg_catalog.<>) pg_catalog.current_schema()::pg_catalog.text THEN

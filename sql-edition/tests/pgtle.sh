@@ -61,8 +61,13 @@ OUT=$BUILD/sql-edition/next VERSION=0.3.1 UPDATE_FROM=0.3.0 bash "$SQLED/build.s
 held=$(q app_owner "SELECT dlock.dlock_acquire('tle:held', 'o', '1 hour')")
 psql -X -q -v ON_ERROR_STOP=1 -U app_owner -d app -f "$BUILD/sql-edition/next/dlock-pgtle--0.3.0--0.3.1.sql" >/dev/null ||
   fail "pgtle.install_update_path refused the update path"
+# A superuser's update is refused (its new functions would be SECURITY DEFINER as a superuser).
+out=$(psql -X -q -v ON_ERROR_STOP=1 -U postgres -d app -c "ALTER EXTENSION dlock UPDATE TO '0.3.1'" 2>&1) &&
+  fail "a superuser's ALTER EXTENSION dlock UPDATE was not refused"
+grep -qF "only app_owner, the role that installed dlock, may update it" <<<"$out" || fail "a superuser's update: $out"
+expect app_owner "SELECT extversion FROM pg_extension WHERE extname = 'dlock'" 0.3.0
 psql -X -q -v ON_ERROR_STOP=1 -U app_owner -d app -c "ALTER EXTENSION dlock UPDATE TO '0.3.1'" >/dev/null || fail "ALTER EXTENSION dlock UPDATE (pg_tle) failed"
 expect app_owner "SELECT extversion || ' ' || dlock_internal.edition() FROM pg_extension WHERE extname = 'dlock'" "0.3.1 sql 0.3.1"
 expect app_owner "SELECT dlock.dlock_holds('tle:held', $held)" t
 expect app_owner "SELECT dlock.dlock_acquire('tle:k', 'o', '1 minute') > $held" t
-echo "pgtle: the bundle installed through pg_tle $(q postgres "SELECT extversion FROM pg_extension WHERE extname = 'pg_tle'") by a non-superuser; CREATE EXTENSION dlock works; updated to 0.3.1 by its update path, a lease held across"
+echo "pgtle: the bundle installed through pg_tle $(q postgres "SELECT extversion FROM pg_extension WHERE extname = 'pg_tle'") by a non-superuser; CREATE EXTENSION dlock works; updated to 0.3.1 by its update path (by its installer; a superuser refused), a lease held across"
