@@ -100,6 +100,9 @@ DECLARE
     left_ms pg_catalog.float8;
     queued pg_catalog.bool := false;
     cycle_check_at pg_catalog.timestamptz;
+    -- 1: the wait ran out on the key lock at its deadline: one last look, as a try (which waits
+    -- for a sweep that holds the key: a sweep changes no lease); 2: that look was taken.
+    last_try pg_catalog.int2 := 0;
 BEGIN
     BEGIN
         LOOP
@@ -111,7 +114,7 @@ BEGIN
             -- size, a mode the owner does not hold) is refused at once, never queued.
             -- The head's cheap look first: while a TTL lease that no request can share holds
             -- the key (or its lock-delay does), the full look would only find it busy.
-            IF queued AND EXISTS (
+            IF queued AND last_try = 0 AND EXISTS (
                     SELECT FROM dlock_internal.lease AS l
                      WHERE l.key = p_key AND l.kind <> 's' AND l.hold_count > 0 AND l.owner IS NOT NULL
                        AND l.expires_at <> 'infinity'::pg_catalog.timestamptz
@@ -120,7 +123,10 @@ BEGIN
                 retry_ := NULL;   -- the backoff alone decides the next look
             ELSE
             BEGIN
-                IF p_wait = '0'::pg_catalog.interval THEN
+                IF p_wait = '0'::pg_catalog.interval OR last_try = 1 THEN
+                    IF last_try = 1 THEN
+                        last_try := 2;
+                    END IF;
                     IF NOT pg_catalog.pg_try_advisory_xact_lock(klock) THEN
                         IF NOT dlock_internal.after_sweep(p_key) THEN
                             RAISE SQLSTATE 'DLK01';
@@ -143,10 +149,14 @@ BEGIN
                 END IF;
             EXCEPTION
                 WHEN SQLSTATE 'DLK01' THEN NULL;
-                WHEN lock_not_available THEN NULL;   -- a transaction kept the key past the wait
+                WHEN lock_not_available THEN   -- a transaction kept the key past the wait
+                    IF last_try = 0 AND deadline <= pg_catalog.clock_timestamp() THEN
+                        last_try := 1;
+                    END IF;
             END;
             END IF;
-            EXIT WHEN fence_ IS NOT NULL OR p_wait = '0'::pg_catalog.interval;
+            EXIT WHEN fence_ IS NOT NULL OR p_wait = '0'::pg_catalog.interval OR last_try = 2;
+            CONTINUE WHEN last_try = 1;
             IF p_wait IS NULL AND bound_ THEN
                 RAISE EXCEPTION USING ERRCODE = '40P01',
                     MESSAGE = 'dlock: deadlock detected: the key is held by a lease bound to this same session',

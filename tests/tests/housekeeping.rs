@@ -308,11 +308,12 @@ async fn a_sweep_of_a_free_key_never_makes_a_try_of_it_answer_busy() {
     let mut busy = 0;
     within(Duration::from_secs(120), "tries of a free key during a churn", async {
         for i in 0..TRIES {
-            // dlock_try_acquire, and dlock_acquire with wait => 0 (a deadline that has come).
-            let granted = if i % 2 == 0 {
-                prober.try_acquire(&k, &o, "1 minute").await.unwrap()
-            } else {
-                prober.acquire(&k, &o, Some("1 minute"), Some("0")).await.unwrap()
+            // dlock_try_acquire, dlock_acquire with wait => 0 (a deadline that has come), and a
+            // wait of 1 ms (a deadline that may come while the sweep holds the key).
+            let granted = match i % 3 {
+                0 => prober.try_acquire(&k, &o, "1 minute").await.unwrap(),
+                1 => prober.acquire(&k, &o, Some("1 minute"), Some("0")).await.unwrap(),
+                _ => prober.acquire(&k, &o, Some("1 minute"), Some("1 millisecond")).await.unwrap(),
             };
             match granted {
                 Some(_) => assert!(prober.release(&k, &o).await.unwrap(), "{k} is released"),
