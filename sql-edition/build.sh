@@ -10,22 +10,24 @@
 #                                     REPLACE), none of the state (the *.state.sql files)
 #   $OUT/dlock-sql-update--$V.sql     the one-file update: a check of what is installed, then
 #                                     the code, in one transaction (see update_check below)
-#   $OUT/dlock-pgtle--$F--$V.sql      pg_tle's update path from each release F in UPDATE_FROM
+#   $OUT/dlock-pgtle--$F--$V.sql      pg_tle's update path from each release F in SQLED_UPDATE_FROM
 #                                     (pgtle.install_update_path(..., the code))
 #   $OUT/dbdev/dlock--$F--$V.sql      the same for database.dev
 # Prints the one-file install's path as its last line.
-#   VERSION      the release ($V); UPDATE_FROM the earlier releases it updates from (the tests
-#                build a next release to update to). A release that changes the state adds, for
-#                each release it updates from, that state's migration before the code.
+#   SQLED_VERSION      the release ($V)
+#   SQLED_UPDATE_FROM  the earlier releases it updates from (the tests build a next release to
+#                      update to). A release that changes the state adds, for each release it
+#                      updates from, that state's migration before the code.
 source "$(dirname "${BASH_SOURCE[0]}")/../tests/scripts/common.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 OUT=${OUT:-${BUILD:-$root/build}/sql-edition}
-VERSION=${VERSION:-0.3.0}
+# (Names of their own: a VERSION in a shell's environment must not change what is built.)
+VERSION=${SQLED_VERSION:-0.3.0}
 # Earlier releases of the edition this one updates from (space-separated): none, 0.3.0 is the
 # first. The one-file update also runs from this release itself (it puts the code back).
-UPDATE_FROM=${UPDATE_FROM-}
+UPDATE_FROM=${SQLED_UPDATE_FROM-}
 mkdir -p "$OUT/dbdev"
 
 body="$OUT/dlock--$VERSION.body.sql"

@@ -35,7 +35,7 @@ diff <(grep -E '^CREATE (FUNCTION|VIEW) ' "$body") \
 { echo "BEGIN;"; sed "s/@VERSION@/0.3.0/g; s/@FROM@//" "$SQLED/update_check.sql"; cat "$update"; echo "COMMIT;"; } >"$out/check.update.sql"
 sed '1,2d' "$out/dlock-sql-update--0.3.0.sql" | cmp -s - "$out/check.update.sql" || fail "the one-file update is not the check and the code in one transaction"
 # A next release's update paths (pg_tle, database.dev) carry its code byte for byte.
-OUT=$out/next VERSION=0.3.1 UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
+OUT=$out/next SQLED_VERSION=0.3.1 SQLED_UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
 awk '/^\$_pgtle_\$$/ { n++; next } n == 1' "$out/next/dlock-pgtle--0.3.0--0.3.1.sql" >"$out/check.pgtle-update.sql"
 cmp -s "$out/next/dlock--0.3.1.update.sql" "$out/check.pgtle-update.sql" || fail "the pg_tle update path does not carry the code exactly"
 grep -q "^SELECT pgtle.install_update_path($" "$out/next/dlock-pgtle--0.3.0--0.3.1.sql" || fail "the pg_tle update path does not call pgtle.install_update_path"

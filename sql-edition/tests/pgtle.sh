@@ -57,7 +57,7 @@ expect app_owner "SELECT array_to_string(extconfig::regclass[], ',') FROM pg_ext
 expect app_owner "SELECT dlock.dlock_acquire('tle:k', 'o', '1 minute') > 0 AND dlock.dlock_release('tle:k', 'o')" t
 expect_error app_owner "SELECT dlock.dlock_fast_acquire('tle:k', 'o', '1 minute')" 0A000
 # The update path to a next release, a lease held across it.
-OUT=$BUILD/sql-edition/next VERSION=0.3.1 UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
+OUT=$BUILD/sql-edition/next SQLED_VERSION=0.3.1 SQLED_UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
 held=$(q app_owner "SELECT dlock.dlock_acquire('tle:held', 'o', '1 hour')")
 psql -X -q -v ON_ERROR_STOP=1 -U app_owner -d app -f "$BUILD/sql-edition/next/dlock-pgtle--0.3.0--0.3.1.sql" >/dev/null ||
   fail "pgtle.install_update_path refused the update path"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Updating an installed edition in place, with the one-file update (dlock-sql-update--<v>.sql):
 # to this release again (the code put back) and to a next release built from this source
-# (VERSION=0.3.1, UPDATE_FROM=0.3.0: what a user runs when the next release comes), while
+# (SQLED_VERSION=0.3.1, SQLED_UPDATE_FROM=0.3.0: what a user runs when the next release comes), while
 # sessions take and release keys. Leases of every kind (a TTL lease, a session-bound one whose
 # session stays, a semaphore's holder) carry over, fences keep growing, the security model
 # stays (owners, pinned search_path, PUBLIC's grants), and nothing is duplicated. Refused before
@@ -15,7 +15,7 @@ trap cleanup EXIT
 this=$BUILD/sql-edition/dlock-sql-update--0.3.0.sql
 next_dir=$BUILD/sql-edition/next
 rm -rf "$next_dir"
-OUT=$next_dir VERSION=0.3.1 UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
+OUT=$next_dir SQLED_VERSION=0.3.1 SQLED_UPDATE_FROM=0.3.0 bash "$SQLED/build.sh" >/dev/null
 next=$next_dir/dlock-sql-update--0.3.1.sql
 q postgres "CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN" >/dev/null
 
