@@ -106,10 +106,19 @@ BEGIN
                     RAISE SQLSTATE 'DLK02';
                 END IF;
             ELSE
-                PERFORM pg_catalog.set_config('lock_timeout', COALESCE(
-                    GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch', p_settle) * 1000))::pg_catalog.int8::pg_catalog.text, '0'), true);
-                PERFORM pg_catalog.pg_advisory_xact_lock(klock);
-                PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
+                -- Waits up to settle (NULL: lock_timeout 0, no limit); once it runs out, one
+                -- last look as a try, which waits for a sweep holding the key.
+                BEGIN
+                    PERFORM pg_catalog.set_config('lock_timeout', CASE WHEN p_settle IS NULL THEN '0'
+                        ELSE GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch', p_settle) * 1000))::pg_catalog.int8::pg_catalog.text
+                        END, true);
+                    PERFORM pg_catalog.pg_advisory_xact_lock(klock);
+                    PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_was, true);
+                EXCEPTION WHEN lock_not_available THEN
+                    IF NOT dlock_internal.after_sweep(p_key) THEN
+                        RAISE SQLSTATE 'DLK02';
+                    END IF;
+                END;
             END IF;
         END IF;
         SELECT a.fence, a.retry_after INTO fence, retry_after

@@ -103,6 +103,40 @@ if [ "${DLOCK_HOSTILE:-}" = 1 ]; then
     grep -q "session advisory locks left: 0" "$OUT/armed-$role.log" ||
       { cat "$OUT/armed-$role.log" >&2; echo "sql-edition regress: the armed calls left advisory locks behind (as $role)" >&2; exit 1; }
   done
+  # The paths that run only while a sweep holds a key (after_sweep, the wait's last try): a
+  # superuser's armed dlock_sweep() sweeps the free row of a key and keeps its transaction open
+  # for a moment, and meanwhile an armed plain role takes the key each way that can find it
+  # so. Each must wait for the sweep's commit and then take the key (a fence, not NULL).
+  key_lock=$(psql -X -q -At -d dlock_regress -U postgres -c "SELECT dlock_internal.key_lock('armed:swept')")
+  for probe in "dlock_acquire('armed:swept', 'p', '1 minute')" \
+               "dlock_acquire('armed:swept', 'p', '1 minute', '30 milliseconds')" \
+               "(dlock_try_acquire('armed:swept', 'p', '1 minute')).fence" \
+               "dlock_acquire_all(ARRAY['armed:swept'], 'p', '1 minute')"; do
+    psql -X -q -At -v ON_ERROR_STOP=1 -d dlock_regress -U dlock_armed_plain \
+      -c "SELECT dlock_acquire('armed:swept', 'p', '1 minute')" -c "SELECT dlock_release('armed:swept', 'p')" >/dev/null
+    psql -X -q -At -d dlock_regress -U postgres -c "SET dlock.sweep_after = 0" -c "SET dlock_trap.armed = on" \
+      -c "BEGIN" -c "SELECT dlock_sweep()" -c "SELECT pg_sleep(0.5)" -c "COMMIT" >"$OUT/swept-sweep.log" 2>&1 &
+    sweep=$!
+    held=
+    for _ in $(seq 100); do
+      held=$(psql -X -q -At -d dlock_regress -U postgres -c "SELECT count(*) FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+          AND ((classid::int8 << 32) | objid::int8) = $key_lock")
+      [ "$held" = 1 ] && break
+      sleep 0.02
+    done
+    [ "$held" = 1 ] || { echo "sql-edition regress: the armed sweep never held the key (before $probe)" >&2; exit 1; }
+    fence=$(psql -X -q -At -d dlock_regress -U dlock_armed_plain -c "SET dlock_trap.armed = on" \
+      -c "SELECT $probe" 2>&1)
+    wait "$sweep"
+    cat "$OUT/swept-sweep.log" >>"$OUT/armed-swept.log"
+    echo "$probe: $fence" >>"$OUT/armed-swept.log"
+    grep -q "dlock-trap sprung" "$OUT/swept-sweep.log" - <<<"$fence" &&
+      { cat "$OUT/armed-swept.log" >&2; echo "sql-edition regress: a trap sprang while a sweep held a key" >&2; exit 1; }
+    [[ "$fence" =~ ^\{?[0-9]+\}?$ ]] ||
+      { cat "$OUT/armed-swept.log" >&2; echo "sql-edition regress: $probe answered '$fence' while a sweep held the key, not a fence" >&2; exit 1; }
+    psql -X -q -At -d dlock_regress -U dlock_armed_plain -c "SELECT dlock_release_all('p')" >/dev/null
+  done
   # The net is live: the same armed session trips a trap with an operator of its own.
   psql -X -q -d dlock_regress -U postgres -c "SET dlock_trap.armed = on" -c "SELECT 'a'::text = 'b'::text" >"$OUT/net-live.log" 2>&1
   grep -q "dlock-trap sprung" "$OUT/net-live.log" || { cat "$OUT/net-live.log" >&2; echo "sql-edition regress: the hostile-schema net did not spring on a control" >&2; exit 1; }

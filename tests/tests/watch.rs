@@ -196,6 +196,26 @@ async fn try_acquire_says_when_the_blocking_lease_expires_and_waits_only_for_a_c
         fence.is_some_and(|f| f > held) && retry.is_none(),
         "granted after the commit: {fence:?} {retry:?}"
     );
+
+    // The default settle (NULL) has no limit: it waits for the transaction too, here one that
+    // rolls its grant back, and then takes the key.
+    let k2 = key(T, "k2");
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder.try_acquire(&k2, &owner(T, "h"), "30s").await.unwrap().unwrap();
+    let waiting = {
+        let k2 = k2.clone();
+        let session = cluster.connect().await;
+        tokio::spawn(async move {
+            let answer = try_acquire(&session, &k2, &owner(T, "w"), Some("30s"), None).await;
+            (answer, session)
+        })
+    };
+    tokio::time::sleep(QUIET).await;
+    assert!(!waiting.is_finished(), "with no settle, it waits for the open transaction");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let (answer, _session) = waiting.await.unwrap();
+    let (fence, retry) = answer.unwrap();
+    assert!(fence.is_some() && retry.is_none(), "granted after the rollback: {fence:?} {retry:?}");
 }
 
 #[tokio::test]
