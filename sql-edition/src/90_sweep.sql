@@ -66,8 +66,8 @@ DECLARE
     now_ pg_catalog.timestamptz := pg_catalog.clock_timestamp();
     after pg_catalog.interval := dlock_internal.sweep_after();
     r dlock_internal.lease;
-    n pg_catalog.int4 := 0;
 BEGIN
+    changed := 0;
     locked := 0;
     -- A TID range scan; rows that cannot be over are filtered out before PL/pgSQL sees them.
     FOR r IN SELECT l.* FROM dlock_internal.lease AS l
@@ -95,7 +95,7 @@ BEGIN
                  WHERE l.key = r.key AND l.holder = r.holder AND l.fence = r.fence;
             END IF;
             IF FOUND THEN
-                n := n + 1;
+                changed := changed + 1;
                 IF p_notify THEN
                     PERFORM dlock_internal.notify(r.key);
                 END IF;
@@ -106,12 +106,11 @@ BEGIN
                 DELETE FROM dlock_internal.lease AS l
                  WHERE l.key = r.key AND l.holder = r.holder AND dlock_internal.is_due(l, now_, after);
                 IF FOUND THEN
-                    n := n + 1;
+                    changed := changed + 1;
                 END IF;
             END IF;
         END IF;
     END LOOP;
-    changed := n;
 END
 $$;
 
