@@ -31,6 +31,17 @@ async fn try_acquire(
     Ok((row.get(0), row.get(1)))
 }
 
+/// A `dlock_try_acquire` (ttl 30 s) on a session of its own, in a task: its answer.
+async fn spawn_try(
+    cluster: &Cluster,
+    key: &str,
+    owner: String,
+    settle: Option<&'static str>,
+) -> tokio::task::JoinHandle<(Option<i64>, Option<f64>)> {
+    let (key, session) = (key.to_owned(), cluster.connect().await);
+    tokio::spawn(async move { try_acquire(&session, &key, &owner, Some("30s"), settle).await.unwrap() })
+}
+
 #[tokio::test]
 async fn a_release_notifies_watchers_after_commit_and_a_rollback_does_not() {
     const T: &str = "watch_release";
@@ -179,19 +190,11 @@ async fn try_acquire_says_when_the_blocking_lease_expires_and_waits_only_for_a_c
         (None, Some(0.0)),
         "the key is locked by an open transaction"
     );
-    let waiting = {
-        let k = k.clone();
-        let session = cluster.connect().await;
-        tokio::spawn(async move {
-            let answer = try_acquire(&session, &k, &owner(T, "w"), Some("30s"), Some("10s")).await;
-            (answer, session)
-        })
-    };
+    let waiting = spawn_try(cluster, &k, owner(T, "w"), Some("10s")).await;
     tokio::time::sleep(QUIET).await;
     assert!(!waiting.is_finished(), "it waits for the open transaction");
     holder.batch_execute("COMMIT").await.unwrap();
-    let (answer, _session) = waiting.await.unwrap();
-    let (fence, retry) = answer.unwrap();
+    let (fence, retry) = waiting.await.unwrap();
     assert!(
         fence.is_some_and(|f| f > held) && retry.is_none(),
         "granted after the commit: {fence:?} {retry:?}"
@@ -202,19 +205,11 @@ async fn try_acquire_says_when_the_blocking_lease_expires_and_waits_only_for_a_c
     let k2 = key(T, "k2");
     holder.batch_execute("BEGIN").await.unwrap();
     holder.try_acquire(&k2, &owner(T, "h"), "30s").await.unwrap().unwrap();
-    let waiting = {
-        let k2 = k2.clone();
-        let session = cluster.connect().await;
-        tokio::spawn(async move {
-            let answer = try_acquire(&session, &k2, &owner(T, "w"), Some("30s"), None).await;
-            (answer, session)
-        })
-    };
+    let waiting = spawn_try(cluster, &k2, owner(T, "w"), None).await;
     tokio::time::sleep(QUIET).await;
     assert!(!waiting.is_finished(), "with no settle, it waits for the open transaction");
     holder.batch_execute("ROLLBACK").await.unwrap();
-    let (answer, _session) = waiting.await.unwrap();
-    let (fence, retry) = answer.unwrap();
+    let (fence, retry) = waiting.await.unwrap();
     assert!(fence.is_some() && retry.is_none(), "granted after the rollback: {fence:?} {retry:?}");
 }
 
